@@ -1,0 +1,127 @@
+//! The one error type of the rewriter. Every variant that concerns an input names the file, and,
+//! where known, the section, offset and symbol. Panics are reserved for bugs in this crate.
+
+use std::path::PathBuf;
+
+/// Where in an input a problem lies; printed as `file: section `s` offset 0x..: symbol `x``.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Location {
+    /// The input file (for an archive member: `archive(member)`).
+    pub file: String,
+    /// The section name, if the problem is inside one.
+    pub section: Option<String>,
+    /// The offset in the section (or in the file when there is no section).
+    pub offset: Option<u64>,
+    /// The symbol concerned, if any.
+    pub symbol: Option<String>,
+}
+
+impl Location {
+    /// A location naming only the file.
+    pub fn file(file: impl Into<String>) -> Self {
+        Location {
+            file: file.into(),
+            ..Location::default()
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(s) = &self.section {
+            write!(f, ": section `{s}`")?;
+        }
+        if let Some(o) = self.offset {
+            write!(f, " offset {o:#x}")?;
+        }
+        if let Some(s) = &self.symbol {
+            write!(f, " symbol `{s}`")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong in `bootprof-link` and `bootprof`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input is not an ELF file at all.
+    #[error("{0}: not an ELF file")]
+    NotElf(Location),
+    /// The input is ELF, but not what we handle (32-bit, big-endian, another machine, not ET_REL).
+    #[error("{at}: unsupported ELF file: {what} (bootprof handles x86-64 little-endian ELF only)")]
+    Unsupported {
+        /// Where.
+        at: Location,
+        /// What is unsupported.
+        what: String,
+    },
+    /// The ELF structure is inconsistent (offsets outside the file, bad indices, ...).
+    #[error("{at}: malformed ELF: {what}")]
+    Malformed {
+        /// Where.
+        at: Location,
+        /// What is wrong.
+        what: String,
+    },
+    /// A relocation against a probe symbol that must be a call or jump is not one.
+    #[error(
+        "{at}: relocation {reloc} against a probe symbol is not at a call or jump: bytes {bytes}"
+    )]
+    NotACall {
+        /// Where.
+        at: Location,
+        /// The relocation type's name.
+        reloc: &'static str,
+        /// The bytes found, hex.
+        bytes: String,
+    },
+    /// A static archive is malformed.
+    #[error("{at}: malformed archive: {what}")]
+    Archive {
+        /// Where.
+        at: Location,
+        /// What is wrong.
+        what: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The driver or linker could not be started.
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A command that bootprof-link runs itself (partial link, compile) failed; its stderr was shown.
+    #[error("`{command}` failed with {status}")]
+    Command {
+        /// The command line, shortened.
+        command: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+    },
+    /// A usage error on the command line.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// Shorthand for an I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The rewriter's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

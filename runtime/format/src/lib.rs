@@ -1,0 +1,518 @@
+//! The probe-site table: the one definition shared by the rewriter (which writes it), the
+//! runtime (which reads it from memory) and `bootprof list` (which reads it from a file).
+//!
+//! # Layout
+//!
+//! The rewriter adds one *fragment* per text section that holds sites, in a section named
+//! [`SECTION_NAME`] (a C identifier, so the final linker defines `__start_bootprof_sites` and
+//! `__stop_bootprof_sites`). Each fragment is tied to its text section with `SHF_LINK_ORDER`, so
+//! `--gc-sections` drops the fragment with the function. The linker concatenates the fragments; all
+//! of them are multiples of 8 bytes and 8-aligned, so no padding appears between them (a reader
+//! still skips zero words, to be safe against a linker that pads).
+//!
+//! A fragment is a [`Header`] followed by `count` [`RawSite`] entries, all little-endian. Every
+//! address in an entry is stored PC-relative, as the signed distance from the field itself to its
+//! target, so a PIE or shared object needs no dynamic relocation and the table stays read-only.
+//!
+//! # The probe lifecycle, once
+//!
+//! 1. The program calls a probe symbol (`__dtrace_sdt_p__n`) or a profiling hook (`__fentry__`).
+//! 2. At link time `bootprof-link` turns each such call into one long NOP ([`disabled_bytes`]) and
+//!    records it here, with the original instruction bytes and the address of the generated stub.
+//! 3. At run time the runtime enables a site by writing `int3` over its first byte (trap mode) or by
+//!    putting a call to the stub back (call mode); the stub or the SIGTRAP handler enters the
+//!    dispatcher, which runs the handlers and the recorders; disabling writes the NOP back.
+#![no_std]
+#![deny(missing_docs)]
+
+/// Name of the site-table section (a C identifier, for `__start_`/`__stop_`).
+pub const SECTION_NAME: &str = "bootprof_sites";
+/// First word of every fragment: `BPST` in little-endian byte order.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"BPST");
+/// Version of the fragment layout described here.
+pub const VERSION: u16 = 1;
+/// Size of [`Header`] in bytes.
+pub const HEADER_SIZE: usize = 16;
+/// Size of [`RawSite`] in bytes.
+pub const ENTRY_SIZE: usize = 40;
+/// Longest instruction a site can be (and the size of [`RawSite::orig`]).
+pub const MAX_SITE_LEN: usize = 8;
+
+/// Symbol-name prefix of named probes: `__dtrace_sdt_<provider>__<name>`.
+pub const PROBE_PREFIX: &str = "__dtrace_sdt_";
+/// Symbol-name prefix of is-enabled tests: `__dtrace_isenabled_<provider>__<name>`.
+pub const ISENABLED_PREFIX: &str = "__dtrace_isenabled_";
+
+/// Header of one fragment.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: u32,
+    /// [`VERSION`].
+    pub version: u16,
+    /// [`ENTRY_SIZE`] when written; readers step by this value, so later versions may grow entries.
+    pub entry_size: u16,
+    /// Number of entries that follow the header.
+    pub count: u32,
+    /// Size of the whole fragment (header, entries, names), a multiple of 8.
+    pub size: u32,
+}
+
+/// One probe site, as stored. Offsets of the `i32` fields are relative to the field itself.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSite {
+    /// Distance to the first byte of the site.
+    pub site: i32,
+    /// Distance to the stub the site called (what call mode calls again).
+    pub target: i32,
+    /// Distance to the provider name (NUL-terminated), 0 for function hooks.
+    pub provider: i32,
+    /// Distance to the probe name (NUL-terminated), or to the hook symbol's name for hooks.
+    pub name: i32,
+    /// Distance to the name of the enclosing function, 0 when unknown.
+    pub function: i32,
+    /// Offset of the site from the start of its enclosing function.
+    pub func_offset: u32,
+    /// [`Kind`] as a byte.
+    pub kind: u8,
+    /// [`Form`] as a byte.
+    pub form: u8,
+    /// Length of the site in bytes (5 or 6).
+    pub len: u8,
+    /// Reserved, zero.
+    pub flags: u8,
+    /// The instruction as the compiler emitted it, displacement bytes zero; `len` bytes are used.
+    pub orig: [u8; MAX_SITE_LEN],
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
+const _: () = assert!(core::mem::size_of::<RawSite>() == ENTRY_SIZE);
+
+/// What a site is for.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A named probe `__dtrace_sdt_<provider>__<name>(args...)`.
+    Probe = 1,
+    /// An is-enabled test `__dtrace_isenabled_<provider>__<name>()`, which returns 0 when disabled.
+    IsEnabled = 2,
+    /// `mcount` (`-pg`), called after the prologue.
+    Mcount = 3,
+    /// `__fentry__` (`-pg -mfentry`), the first instruction of the function.
+    Fentry = 4,
+    /// `__cyg_profile_func_enter(this_fn, call_site)` (`-finstrument-functions`).
+    CygEnter = 5,
+    /// `__cyg_profile_func_exit(this_fn, call_site)` (`-finstrument-functions`).
+    CygExit = 6,
+}
+
+impl Kind {
+    /// All kinds, in table order.
+    pub const ALL: [Kind; 6] = [
+        Kind::Probe,
+        Kind::IsEnabled,
+        Kind::Mcount,
+        Kind::Fentry,
+        Kind::CygEnter,
+        Kind::CygExit,
+    ];
+
+    /// The kind stored as `byte`, if any.
+    pub fn from_u8(byte: u8) -> Option<Kind> {
+        Kind::ALL.iter().copied().find(|k| *k as u8 == byte)
+    }
+
+    /// Short lowercase name, as printed by `bootprof list`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Probe => "probe",
+            Kind::IsEnabled => "is-enabled",
+            Kind::Mcount => "mcount",
+            Kind::Fentry => "fentry",
+            Kind::CygEnter => "cyg-enter",
+            Kind::CygExit => "cyg-exit",
+        }
+    }
+
+    /// Whether this kind is a function hook (named by its function rather than provider:name).
+    pub fn is_hook(self) -> bool {
+        !matches!(self, Kind::Probe | Kind::IsEnabled)
+    }
+
+    /// The kind of a site calling the symbol `name`, if `name` is a probe symbol or a hook.
+    /// For named probes, also the provider and probe name (split at the first `__`).
+    pub fn classify(name: &[u8]) -> Option<(Kind, &[u8], &[u8])> {
+        let hook = match name {
+            b"mcount" => Some(Kind::Mcount),
+            b"__fentry__" => Some(Kind::Fentry),
+            b"__cyg_profile_func_enter" => Some(Kind::CygEnter),
+            b"__cyg_profile_func_exit" => Some(Kind::CygExit),
+            _ => None,
+        };
+        if let Some(kind) = hook {
+            return Some((kind, b"", name));
+        }
+        let (kind, rest) = if let Some(rest) = name.strip_prefix(PROBE_PREFIX.as_bytes()) {
+            (Kind::Probe, rest)
+        } else if let Some(rest) = name.strip_prefix(ISENABLED_PREFIX.as_bytes()) {
+            (Kind::IsEnabled, rest)
+        } else {
+            return None;
+        };
+        let split = rest.windows(2).position(|w| w == b"__")?;
+        let (provider, probe) = (&rest[..split], &rest[split + 2..]);
+        if provider.is_empty() || probe.is_empty() {
+            return None;
+        }
+        Some((kind, provider, probe))
+    }
+}
+
+/// The instruction a site held before it was rewritten.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Form {
+    /// `e8 rel32`: `call sym` (5 bytes).
+    CallRel32 = 1,
+    /// `e9 rel32`: `jmp sym`, a tail call (5 bytes).
+    JmpRel32 = 2,
+    /// `ff 15 rel32`: `call *sym@GOTPCREL(%rip)` (6 bytes).
+    CallGot = 3,
+    /// `ff 25 rel32`: `jmp *sym@GOTPCREL(%rip)`, a tail call through the GOT (6 bytes).
+    JmpGot = 4,
+}
+
+impl Form {
+    /// The form stored as `byte`, if any.
+    pub fn from_u8(byte: u8) -> Option<Form> {
+        [Form::CallRel32, Form::JmpRel32, Form::CallGot, Form::JmpGot]
+            .into_iter()
+            .find(|f| *f as u8 == byte)
+    }
+
+    /// Length of the instruction in bytes.
+    pub fn len(self) -> usize {
+        match self {
+            Form::CallRel32 | Form::JmpRel32 => 5,
+            Form::CallGot | Form::JmpGot => 6,
+        }
+    }
+
+    /// Whether the site was a tail call (a jump: the probe "returns" for its caller).
+    pub fn is_tail(self) -> bool {
+        matches!(self, Form::JmpRel32 | Form::JmpGot)
+    }
+
+    /// Short name, as printed by `bootprof list`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::CallRel32 => "call",
+            Form::JmpRel32 => "jmp",
+            Form::CallGot => "call-got",
+            Form::JmpGot => "jmp-got",
+        }
+    }
+}
+
+/// The bytes a disabled site holds, for a site of `kind` that was `form`.
+///
+/// | before | after |
+/// |---|---|
+/// | `e8 rel32` (call) | `0f 1f 44 00 00` (nopl 0x0(%rax,%rax,1)) |
+/// | `ff 15 rel32` (call via GOT) | `66 0f 1f 44 00 00` (nopw 0x0(%rax,%rax,1)) |
+/// | `e9 rel32` (tail jmp) | `c3` (ret) + `0f 1f 40 00` (nopl 0x0(%rax)) |
+/// | `ff 25 rel32` (tail jmp via GOT) | `c3` (ret) + `0f 1f 44 00 00` |
+/// | is-enabled `e8` call | `33 c0` (xor %eax,%eax) + `0f 1f 00` (nopl (%rax)) |
+/// | is-enabled `ff 15` call | `33 c0` + `0f 1f 40 00` |
+/// | is-enabled `e9` tail jmp | `33 c0` + `c3` + `66 90` (xchg %ax,%ax) |
+/// | is-enabled `ff 25` tail jmp | `33 c0` + `c3` + `0f 1f 00` |
+///
+/// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
+pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
+    let mut out = [0u8; MAX_SITE_LEN];
+    let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
+        (false, Form::CallRel32) => &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+        (false, Form::CallGot) => &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+        (false, Form::JmpRel32) => &[0xc3, 0x0f, 0x1f, 0x40, 0x00],
+        (false, Form::JmpGot) => &[0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+        (true, Form::CallRel32) => &[0x33, 0xc0, 0x0f, 0x1f, 0x00],
+        (true, Form::CallGot) => &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00],
+        (true, Form::JmpRel32) => &[0x33, 0xc0, 0xc3, 0x66, 0x90],
+        (true, Form::JmpGot) => &[0x33, 0xc0, 0xc3, 0x0f, 0x1f, 0x00],
+    };
+    out[..bytes.len()].copy_from_slice(bytes);
+    out
+}
+
+/// Why a table could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableError {
+    /// A fragment header does not start with [`MAGIC`]; the offset is from the table start.
+    BadMagic(usize),
+    /// A fragment has a version this reader does not know.
+    BadVersion(usize, u16),
+    /// A fragment's sizes do not fit (entries too small, or running past the fragment or table).
+    BadSize(usize),
+    /// An entry has an unknown kind or form byte.
+    BadEntry(usize),
+}
+
+impl core::fmt::Display for TableError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            TableError::BadMagic(o) => {
+                write!(f, "site table fragment at offset {o:#x} has no magic")
+            }
+            TableError::BadVersion(o, v) => {
+                write!(
+                    f,
+                    "site table fragment at offset {o:#x} has unknown version {v}"
+                )
+            }
+            TableError::BadSize(o) => {
+                write!(f, "site table fragment at offset {o:#x} is truncated")
+            }
+            TableError::BadEntry(o) => write!(f, "site table entry at offset {o:#x} is invalid"),
+        }
+    }
+}
+
+/// One site of a table, its addresses resolved against the table's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the stub the site called.
+    pub target: u64,
+    /// Address of the provider name, if any.
+    pub provider: Option<u64>,
+    /// Address of the probe (or hook symbol) name, if any.
+    pub name: Option<u64>,
+    /// Address of the enclosing function's name, if any.
+    pub function: Option<u64>,
+    /// Offset of the site in its function.
+    pub func_offset: u32,
+    /// What the site is for.
+    pub kind: Kind,
+    /// The instruction it held.
+    pub form: Form,
+    /// The instruction bytes as compiled (displacement zero).
+    pub orig: [u8; MAX_SITE_LEN],
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Walks the sites of a table whose bytes are `bytes`, loaded at address `base`.
+///
+/// Fragments are read one after another; zero words between them are skipped. The iterator
+/// yields an error once and then stops if a fragment is malformed.
+pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
+    Sites {
+        bytes,
+        base,
+        pos: 0,
+        left: 0,
+        entry_size: 0,
+        fragment_end: 0,
+        failed: false,
+    }
+}
+
+/// Iterator returned by [`sites`].
+pub struct Sites<'a> {
+    bytes: &'a [u8],
+    base: u64,
+    pos: usize,
+    left: u32,
+    entry_size: usize,
+    fragment_end: usize,
+    failed: bool,
+}
+
+impl Sites<'_> {
+    fn fail(&mut self, e: TableError) -> Option<Result<Site, TableError>> {
+        self.failed = true;
+        Some(Err(e))
+    }
+
+    fn rel(&self, at: usize) -> Option<u64> {
+        let v = le_u32(self.bytes, at) as i32;
+        (v != 0).then(|| (self.base + at as u64).wrapping_add(v as i64 as u64))
+    }
+}
+
+impl Iterator for Sites<'_> {
+    type Item = Result<Site, TableError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let b = self.bytes;
+        while self.left == 0 {
+            // Skip padding a linker may have put between fragments.
+            while self.pos + 4 <= b.len() && le_u32(b, self.pos) == 0 {
+                self.pos += 4;
+            }
+            if self.pos >= b.len() {
+                return None;
+            }
+            let at = self.pos;
+            if at + HEADER_SIZE > b.len() {
+                return self.fail(TableError::BadSize(at));
+            }
+            if le_u32(b, at) != MAGIC {
+                return self.fail(TableError::BadMagic(at));
+            }
+            let version = le_u16(b, at + 4);
+            if version != VERSION {
+                return self.fail(TableError::BadVersion(at, version));
+            }
+            let entry_size = le_u16(b, at + 6) as usize;
+            let count = le_u32(b, at + 8);
+            let size = le_u32(b, at + 12) as usize;
+            let entries_end = (count as usize)
+                .checked_mul(entry_size)
+                .and_then(|n| n.checked_add(at + HEADER_SIZE));
+            let fragment_end = at.checked_add(size);
+            if entry_size < ENTRY_SIZE
+                || size % 8 != 0
+                || fragment_end.is_none_or(|e| e > b.len())
+                || entries_end.is_none_or(|e| e > at + size)
+            {
+                return self.fail(TableError::BadSize(at));
+            }
+            self.pos = at + HEADER_SIZE;
+            self.left = count;
+            self.entry_size = entry_size;
+            self.fragment_end = at + size;
+        }
+        let at = self.pos;
+        self.pos += self.entry_size;
+        self.left -= 1;
+        if self.left == 0 {
+            self.pos = self.fragment_end;
+        }
+        let (Some(kind), Some(form)) = (Kind::from_u8(b[at + 24]), Form::from_u8(b[at + 25]))
+        else {
+            return self.fail(TableError::BadEntry(at));
+        };
+        let mut orig = [0u8; MAX_SITE_LEN];
+        orig.copy_from_slice(&b[at + 28..at + 28 + MAX_SITE_LEN]);
+        Some(Ok(Site {
+            site: self.rel(at).unwrap_or(self.base + at as u64),
+            target: self.rel(at + 4).unwrap_or(0),
+            provider: self.rel(at + 8),
+            name: self.rel(at + 12),
+            function: self.rel(at + 16),
+            func_offset: le_u32(b, at + 20),
+            kind,
+            form,
+            orig,
+        }))
+    }
+}
+
+/// The header of a fragment of `size` bytes holding `count` entries.
+pub fn encode_header(count: u32, size: u32) -> [u8; HEADER_SIZE] {
+    let mut h = [0u8; HEADER_SIZE];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    h[6..8].copy_from_slice(&(ENTRY_SIZE as u16).to_le_bytes());
+    h[8..12].copy_from_slice(&count.to_le_bytes());
+    h[12..16].copy_from_slice(&size.to_le_bytes());
+    h
+}
+
+/// The bytes of one entry with its address fields zero.
+pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u8; ENTRY_SIZE] {
+    let mut e = [0u8; ENTRY_SIZE];
+    e[20..24].copy_from_slice(&func_offset.to_le_bytes());
+    e[24] = kind as u8;
+    e[25] = form as u8;
+    e[26] = form.len() as u8;
+    let n = orig.len().min(MAX_SITE_LEN);
+    e[28..28 + n].copy_from_slice(&orig[..n]);
+    e
+}
+
+/// Byte offsets of the address fields inside an entry, for the rewriter's relocations.
+pub mod field {
+    /// [`super::RawSite::site`].
+    pub const SITE: usize = 0;
+    /// [`super::RawSite::target`].
+    pub const TARGET: usize = 4;
+    /// [`super::RawSite::provider`].
+    pub const PROVIDER: usize = 8;
+    /// [`super::RawSite::name`].
+    pub const NAME: usize = 12;
+    /// [`super::RawSite::function`].
+    pub const FUNCTION: usize = 16;
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn classify_names() {
+        assert_eq!(
+            Kind::classify(b"__dtrace_sdt_app__start"),
+            Some((Kind::Probe, &b"app"[..], &b"start"[..]))
+        );
+        assert_eq!(
+            Kind::classify(b"__dtrace_isenabled_db__query__done"),
+            Some((Kind::IsEnabled, &b"db"[..], &b"query__done"[..]))
+        );
+        assert_eq!(
+            Kind::classify(b"__fentry__").map(|c| c.0),
+            Some(Kind::Fentry)
+        );
+        assert_eq!(Kind::classify(b"__dtrace_sdt_nounderscore"), None);
+        assert_eq!(Kind::classify(b"__dtrace_sdt___x"), None);
+        assert_eq!(Kind::classify(b"printf"), None);
+    }
+
+    #[test]
+    fn round_trip_one_fragment() {
+        let mut buf = [0u8; HEADER_SIZE + 2 * ENTRY_SIZE + 8];
+        let size = (HEADER_SIZE + 2 * ENTRY_SIZE) as u32;
+        buf[8..8 + HEADER_SIZE].copy_from_slice(&encode_header(2, size));
+        let e = encode_entry(Kind::Fentry, Form::CallGot, 0, &[0xff, 0x15, 0, 0, 0, 0]);
+        let at = 8 + HEADER_SIZE;
+        buf[at..at + ENTRY_SIZE].copy_from_slice(&e);
+        buf[at..at + 4].copy_from_slice(&(-16i32).to_le_bytes());
+        let e2 = encode_entry(Kind::Probe, Form::JmpRel32, 7, &[0xe9, 0, 0, 0, 0]);
+        buf[at + ENTRY_SIZE..at + 2 * ENTRY_SIZE].copy_from_slice(&e2);
+        let all: Vec<Site> = sites(&buf, 0x1000).collect::<Result<_, _>>().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].site, 0x1000 + at as u64 - 16);
+        assert_eq!(all[0].kind, Kind::Fentry);
+        assert_eq!(all[1].func_offset, 7);
+        assert!(all[1].form.is_tail());
+    }
+
+    #[test]
+    fn truncated_fragment_is_an_error() {
+        let mut buf = [0u8; HEADER_SIZE + 10];
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(1, (HEADER_SIZE + ENTRY_SIZE) as u32));
+        let mut it = sites(&buf, 0);
+        assert_eq!(it.next(), Some(Err(TableError::BadSize(0))));
+        assert_eq!(it.next(), None);
+        let mut bad = [0u8; 8];
+        bad[0] = 1;
+        assert_eq!(sites(&bad, 0).next(), Some(Err(TableError::BadMagic(0))));
+    }
+}
