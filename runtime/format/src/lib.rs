@@ -368,11 +368,11 @@ impl Iterator for Sites<'_> {
                 return None;
             }
             let at = self.pos;
+            if at + 4 <= b.len() && le_u32(b, at) != MAGIC {
+                return self.fail(TableError::BadMagic(at));
+            }
             if at + HEADER_SIZE > b.len() {
                 return self.fail(TableError::BadSize(at));
-            }
-            if le_u32(b, at) != MAGIC {
-                return self.fail(TableError::BadMagic(at));
             }
             let version = le_u16(b, at + 4);
             if version != VERSION {
