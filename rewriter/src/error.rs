@@ -108,6 +108,9 @@ pub enum Error {
         /// Its exit status.
         status: std::process::ExitStatus,
     },
+    /// A bug in bootprof, reported instead of panicking.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A usage error on the command line.
     #[error("{0}")]
     Usage(String),

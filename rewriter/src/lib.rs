@@ -1,20 +1,30 @@
 //! bootprof's link-time rewriter: the library behind `bootprof-link` and `bootprof list`.
 //!
-//! The pipeline, one module per phase (see `DESIGN.md`):
-//! `args` parse the link line -> `gather` collect the relocatable inputs (objects, archive
-//! members, or one partial link) -> [`scan`] find relocations against probe symbols ->
-//! [`patch`] verify each site and choose its NOP -> [`emit`] write the rewritten object with its
-//! table fragments, and [`stubs`] the object defining every probe symbol -> [`link`] run the final
-//! link with the rewritten inputs and move the output into place atomically.
+//! The pipeline, one module per phase (see `DESIGN.md`): [`args`] parses the link line ->
+//! [`gather`] collects the relocatable inputs (objects, archive members, or one partial link) ->
+//! [`scan`] finds relocations against probe symbols -> `patch` verifies each site and chooses
+//! its NOP -> `emit` writes the rewritten object with its table fragments, and [`stubs`] the
+//! object defining every probe symbol -> [`link`] runs the final link with the rewritten inputs
+//! and moves the output into place atomically. [`list`] reads the table back from a binary.
 #![deny(missing_docs)]
+// Errors are built once per failed link; their size does not matter, their context does.
+#![allow(clippy::result_large_err)]
 
+pub mod archive;
+pub mod args;
 pub(crate) mod emit;
 pub mod error;
+pub mod gather;
+pub mod link;
+pub mod list;
 pub(crate) mod patch;
 pub mod scan;
+pub mod stubs;
 
 pub use error::{Error, Location, Result};
 pub use scan::{NotASite, Plan, ProbeSymbol, SiteInfo};
+
+use std::time::Instant;
 
 /// The result of rewriting one relocatable object.
 #[derive(Debug)]
@@ -29,6 +39,8 @@ pub struct Rewritten {
     pub defined: Vec<Vec<u8>>,
     /// Relocations against probe symbols left alone, and why.
     pub not_sites: Vec<NotASite>,
+    /// Number of relocation entries in the object.
+    pub relocations: usize,
 }
 
 /// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
@@ -46,5 +58,86 @@ pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
         referenced: plan.referenced,
         defined: plan.defined,
         not_sites: plan.not_sites,
+        relocations: plan.relocations,
     })
+}
+
+/// A private directory for rewritten inputs, removed when dropped unless kept.
+struct TempDir {
+    path: std::path::PathBuf,
+    keep: bool,
+}
+
+impl TempDir {
+    fn new(keep: bool) -> Result<TempDir> {
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = base.join(format!("bootprof-link.{}.{nanos:x}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(TempDir { path, keep })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!(
+                "bootprof-link: kept temporary files in {}",
+                self.path.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Runs `bootprof-link` with `argv` (without argv[0]); returns the process exit code.
+pub fn run_link(argv: Vec<String>) -> Result<i32> {
+    let start = Instant::now();
+    let driver = std::env::var("BOOTPROF_CC").unwrap_or_else(|_| "cc".into());
+    let flags = std::env::var("BOOTPROF_LINK_FLAGS").unwrap_or_default();
+    let line = args::parse(argv, &driver, &flags)?;
+    if let Some(why) = line.passthrough {
+        if line.options.verbose {
+            eprintln!("bootprof-link: passing the line through unchanged: {why}");
+        }
+        return Err(link::exec_unchanged(&line));
+    }
+    let dir = TempDir::new(line.options.keep_temps)?;
+    let gathered = gather::gather(&line, &dir.path)?;
+    let scanned = start.elapsed();
+    for note in &gathered.notes {
+        eprintln!("bootprof-link: {note}");
+    }
+    let mut args = gathered.args;
+    if !gathered.referenced.is_empty() {
+        // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon.
+        args.retain(|a| a != "-pg");
+        let symbols: Vec<_> = gathered
+            .referenced
+            .iter()
+            .map(|(n, k)| (n.clone(), *k))
+            .collect();
+        let stubs = stubs::stub_object(&symbols)?;
+        let path = dir.path.join("bootprof-stubs.o");
+        std::fs::write(&path, stubs).map_err(|e| Error::io(&path, e))?;
+        args.push(path.display().to_string());
+    }
+    let code = link::final_link(&line, args, &dir.path)?;
+    if line.options.stats {
+        let total = start.elapsed();
+        eprintln!(
+            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3}",
+            gathered.objects,
+            gathered.archives,
+            gathered.relocations,
+            gathered.sites,
+            scanned.as_secs_f64() * 1e3,
+            (total - scanned).as_secs_f64() * 1e3,
+            total.as_secs_f64() * 1e3
+        );
+    }
+    Ok(code)
 }

@@ -71,6 +71,8 @@ pub struct Plan<'d> {
     pub defined: Vec<Vec<u8>>,
     /// Relocations against probe symbols that are not sites.
     pub not_sites: Vec<NotASite>,
+    /// Number of relocation entries in the object.
+    pub relocations: usize,
     /// The parsed object, kept for the writer when there are sites.
     pub(crate) object: Option<Parsed<'d>>,
 }
@@ -142,7 +144,14 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
     let symbols = sections
         .symbols(LE, data, elf::SHT_SYMTAB)
         .map_err(|e| malformed(at(), e))?;
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        relocations: sections
+            .iter()
+            .filter(|s| s.sh_type(LE) == elf::SHT_RELA)
+            .map(|s| (s.sh_size(LE) / 24) as usize)
+            .sum(),
+        ..Plan::default()
+    };
     if symbols.is_empty() {
         return Ok(plan);
     }

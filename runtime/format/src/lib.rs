@@ -195,6 +195,7 @@ impl Form {
     }
 
     /// Length of the instruction in bytes.
+    #[allow(clippy::len_without_is_empty)] // an instruction is never empty
     pub fn len(self) -> usize {
         match self {
             Form::CallRel32 | Form::JmpRel32 => 5,

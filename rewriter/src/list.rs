@@ -1,0 +1,210 @@
+//! `bootprof list`: takes a linked executable or shared object; hands on its site table, resolved
+//! (addresses, file offsets, names) and checked (does each site hold its disabled bytes?).
+
+use crate::error::{Error, Location, Result};
+use bootprof_format::{self as format, Form, Kind};
+use object::read::elf::ElfFile64;
+use object::{LittleEndian as LE, Object, ObjectSection, ObjectSegment};
+use std::path::Path;
+
+/// One site of a linked binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedSite {
+    /// Virtual address of the site (unrelocated for a PIE).
+    pub address: u64,
+    /// Where its bytes are in the file.
+    pub file_offset: Option<u64>,
+    /// What it is.
+    pub kind: Kind,
+    /// The instruction it replaced.
+    pub form: Form,
+    /// Provider, for named probes.
+    pub provider: Option<String>,
+    /// Probe name, or the hook symbol for function hooks.
+    pub name: String,
+    /// Enclosing function.
+    pub function: Option<String>,
+    /// Offset in the function.
+    pub func_offset: u32,
+    /// Whether the site holds its disabled (NOP) bytes.
+    pub nop: bool,
+}
+
+/// The table of one binary.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The file.
+    pub file: String,
+    /// Its sites, by address.
+    pub sites: Vec<ListedSite>,
+}
+
+/// Reads the site table of the binary at `path`.
+pub fn list(path: &Path) -> Result<Listing> {
+    let data = crate::gather::map(path)?;
+    let file = path.display().to_string();
+    let at = |section: Option<&str>, offset: Option<u64>| Location {
+        section: section.map(String::from),
+        offset,
+        ..Location::file(file.clone())
+    };
+    if data.len() < 16 || &data[..4] != b"\x7fELF" {
+        return Err(Error::NotElf(at(None, None)));
+    }
+    if data[4] != 2 || data[5] != 1 {
+        return Err(Error::Unsupported {
+            at: at(None, None),
+            what: "not a 64-bit little-endian ELF file".into(),
+        });
+    }
+    let elf =
+        ElfFile64::<LE>::parse(&*data).map_err(|e| crate::scan::malformed(at(None, None), e))?;
+    if elf.architecture() != object::Architecture::X86_64 {
+        return Err(Error::Unsupported {
+            at: at(None, None),
+            what: format!("architecture {:?}", elf.architecture()),
+        });
+    }
+    // Virtual address -> file bytes, through the loadable segments.
+    let segments: Vec<(u64, u64, u64)> = elf
+        .segments()
+        .map(|s| (s.address(), s.file_range().0, s.file_range().1))
+        .collect();
+    let offset_of = |addr: u64| -> Option<u64> {
+        segments
+            .iter()
+            .find(|&&(va, _, size)| addr >= va && addr < va + size)
+            .map(|&(va, off, _)| off + (addr - va))
+    };
+    let bytes_at = |addr: u64, len: usize| -> Option<&[u8]> {
+        let off = offset_of(addr)? as usize;
+        data.get(off..off.checked_add(len)?)
+    };
+    let string_at = |addr: Option<u64>| -> Option<String> {
+        let off = offset_of(addr?)? as usize;
+        let rest = data.get(off..)?;
+        let end = rest.iter().take(4096).position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    };
+
+    let mut sites = Vec::new();
+    for section in elf
+        .sections()
+        .filter(|s| s.name() == Ok(format::SECTION_NAME))
+    {
+        let bytes = section
+            .data()
+            .map_err(|e| crate::scan::malformed(at(Some(format::SECTION_NAME), None), e))?;
+        for site in format::sites(bytes, section.address()) {
+            let site =
+                site.map_err(|e| crate::scan::malformed(at(Some(format::SECTION_NAME), None), e))?;
+            let len = site.form.len();
+            let expected = format::disabled_bytes(site.kind, site.form);
+            let nop = bytes_at(site.site, len).is_some_and(|b| b == &expected[..len]);
+            sites.push(ListedSite {
+                address: site.site,
+                file_offset: offset_of(site.site),
+                kind: site.kind,
+                form: site.form,
+                provider: string_at(site.provider),
+                name: string_at(site.name).unwrap_or_default(),
+                function: string_at(site.function),
+                func_offset: site.func_offset,
+                nop,
+            });
+        }
+    }
+    sites.sort_by_key(|s| s.address);
+    Ok(Listing { file, sites })
+}
+
+impl Listing {
+    /// How many sites hold their NOP.
+    pub fn nop_count(&self) -> usize {
+        self.sites.iter().filter(|s| s.nop).count()
+    }
+
+    /// The text form (see DESIGN.md).
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for s in &self.sites {
+            let probe = match &s.provider {
+                Some(p) => format!("{p}:{}", s.name),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{:#018x} {:>10} {:<10} {:<8} {:<32} {}+{:#x} {}",
+                s.address,
+                s.file_offset.map_or("-".into(), |o| format!("{o:#x}")),
+                s.kind.name(),
+                s.form.name(),
+                probe,
+                s.function.as_deref().unwrap_or("?"),
+                s.func_offset,
+                if s.nop { "nop" } else { "BAD" }
+            );
+        }
+        let bad = self.sites.len() - self.nop_count();
+        if bad == 0 {
+            let _ = writeln!(out, "{} sites, all hold their NOP", self.sites.len());
+        } else {
+            let _ = writeln!(
+                out,
+                "{} sites, {bad} do not hold their NOP",
+                self.sites.len()
+            );
+        }
+        out
+    }
+
+    /// The JSON form (see DESIGN.md).
+    pub fn to_json(&self) -> String {
+        let mut out = format!(
+            "{{\"file\": {}, \"count\": {}, \"nop_ok\": {}, \"sites\": [",
+            json_str(&self.file),
+            self.sites.len(),
+            self.nop_count()
+        );
+        for (i, s) in self.sites.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(
+                "\n  {{\"address\": {}, \"file_offset\": {}, \"kind\": \"{}\", \"form\": \"{}\", \"len\": {}, \"provider\": {}, \"name\": {}, \"function\": {}, \"func_offset\": {}, \"nop\": {}}}",
+                s.address,
+                s.file_offset.map_or("null".into(), |o| o.to_string()),
+                s.kind.name(),
+                s.form.name(),
+                s.form.len(),
+                s.provider.as_deref().map_or("null".into(), json_str),
+                json_str(&s.name),
+                s.function.as_deref().map_or("null".into(), json_str),
+                s.func_offset,
+                s.nop
+            ));
+        }
+        out.push_str("\n]}\n");
+        out
+    }
+}
+
+/// A JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
