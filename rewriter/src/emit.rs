@@ -120,7 +120,29 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
             }
         }
     }
+    let nsyms = obj.symbols.len();
     let first_global = out[symtab].sh_info() as usize;
+    if first_global == 0 || first_global > nsyms {
+        return Err(malformed(
+            at(Some(".symtab".into())),
+            format!("sh_info {first_global} is not a symbol index in 1..={nsyms}"),
+        ));
+    }
+    if shndx != 0 && out[shndx].data.bytes().len() != nsyms * 4 {
+        return Err(malformed(
+            at(Some(".symtab_shndx".into())),
+            format!(
+                "has {} bytes for {nsyms} symbols",
+                out[shndx].data.bytes().len()
+            ),
+        ));
+    }
+    if shstrndx == 0 || shstrndx >= n || shstrndx == symtab {
+        return Err(malformed(
+            at(None),
+            format!("bad section name table index {shstrndx}"),
+        ));
+    }
     let missing: Vec<usize> = by_section
         .keys()
         .copied()

@@ -1,0 +1,93 @@
+/*
+ * bootprof.h: zero-cost probes for C and C++.
+ *
+ *   BOOTPROF_PROBE(provider, name, args...)   a named probe with up to 6 integer arguments
+ *   BOOTPROF_ENABLED(provider, name)          1 when the probe is enabled, else 0
+ *
+ * Each probe is a call to `__dtrace_sdt_<provider>__<name>` (or `__dtrace_isenabled_...`).
+ * `bootprof-link` turns every such call into one long NOP and records it in the program's site
+ * table; the runtime can turn it back on while the program runs. Linked without bootprof-link,
+ * the program needs the probe symbols defined elsewhere.
+ *
+ * Arguments are converted to `unsigned long` (pointers and integers; the runtime hands them to
+ * handlers as the call's integer argument registers). Define BOOTPROF_NO_PROBES to compile every
+ * probe out (the no-probe baseline).
+ */
+#ifndef BOOTPROF_H
+#define BOOTPROF_H
+
+#ifdef BOOTPROF_NO_PROBES
+
+#define BOOTPROF_PROBE(provider, name, ...) ((void)0)
+#define BOOTPROF_ENABLED(provider, name) 0
+
+#else
+
+#define BOOTPROF__SYM(kind, provider, name) "__dtrace_" #kind "_" #provider "__" #name
+#define BOOTPROF__ARG(a) ((unsigned long)(a))
+#define BOOTPROF__NARGS(...) BOOTPROF__NARGS_(_, ##__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
+#define BOOTPROF__NARGS_(_, a, b, c, d, e, f, n, ...) n
+#define BOOTPROF__CAT(a, b) BOOTPROF__CAT_(a, b)
+#define BOOTPROF__CAT_(a, b) a##b
+
+/* The probe function is declared at block scope under an asm label, so the symbol is exactly
+ * `__dtrace_sdt_<provider>__<name>` in C and in C++ (no mangling), and a probe needs no
+ * declaration elsewhere. The local name carries the argument count: one probe used with different
+ * counts declares different functions, never conflicting types. */
+#define BOOTPROF__DECL(n, provider, name, ...)                                                    \
+    extern void __bootprof_probe##n##_##provider##__##name(__VA_ARGS__)                          \
+        __asm__(BOOTPROF__SYM(sdt, provider, name))
+
+#define BOOTPROF__PROBE_0(p, n)                                                                   \
+    do {                                                                                           \
+        BOOTPROF__DECL(0, p, n, void);                                                             \
+        __bootprof_probe0_##p##__##n();                                                            \
+    } while (0)
+#define BOOTPROF__PROBE_1(p, n, a)                                                                \
+    do {                                                                                           \
+        BOOTPROF__DECL(1, p, n, unsigned long);                                                    \
+        __bootprof_probe1_##p##__##n(BOOTPROF__ARG(a));                                            \
+    } while (0)
+#define BOOTPROF__PROBE_2(p, n, a, b)                                                             \
+    do {                                                                                           \
+        BOOTPROF__DECL(2, p, n, unsigned long, unsigned long);                                     \
+        __bootprof_probe2_##p##__##n(BOOTPROF__ARG(a), BOOTPROF__ARG(b));                          \
+    } while (0)
+#define BOOTPROF__PROBE_3(p, n, a, b, c)                                                          \
+    do {                                                                                           \
+        BOOTPROF__DECL(3, p, n, unsigned long, unsigned long, unsigned long);                      \
+        __bootprof_probe3_##p##__##n(BOOTPROF__ARG(a), BOOTPROF__ARG(b), BOOTPROF__ARG(c));        \
+    } while (0)
+#define BOOTPROF__PROBE_4(p, n, a, b, c, d)                                                       \
+    do {                                                                                           \
+        BOOTPROF__DECL(4, p, n, unsigned long, unsigned long, unsigned long, unsigned long);       \
+        __bootprof_probe4_##p##__##n(BOOTPROF__ARG(a), BOOTPROF__ARG(b), BOOTPROF__ARG(c),         \
+                                     BOOTPROF__ARG(d));                                            \
+    } while (0)
+#define BOOTPROF__PROBE_5(p, n, a, b, c, d, e)                                                    \
+    do {                                                                                           \
+        BOOTPROF__DECL(5, p, n, unsigned long, unsigned long, unsigned long, unsigned long,        \
+                       unsigned long);                                                             \
+        __bootprof_probe5_##p##__##n(BOOTPROF__ARG(a), BOOTPROF__ARG(b), BOOTPROF__ARG(c),         \
+                                     BOOTPROF__ARG(d), BOOTPROF__ARG(e));                          \
+    } while (0)
+#define BOOTPROF__PROBE_6(p, n, a, b, c, d, e, f)                                                 \
+    do {                                                                                           \
+        BOOTPROF__DECL(6, p, n, unsigned long, unsigned long, unsigned long, unsigned long,        \
+                       unsigned long, unsigned long);                                              \
+        __bootprof_probe6_##p##__##n(BOOTPROF__ARG(a), BOOTPROF__ARG(b), BOOTPROF__ARG(c),         \
+                                     BOOTPROF__ARG(d), BOOTPROF__ARG(e), BOOTPROF__ARG(f));        \
+    } while (0)
+
+#define BOOTPROF_PROBE(provider, name, ...)                                                       \
+    BOOTPROF__CAT(BOOTPROF__PROBE_, BOOTPROF__NARGS(__VA_ARGS__))(provider, name, ##__VA_ARGS__)
+
+#define BOOTPROF_ENABLED(provider, name)                                                          \
+    __extension__({                                                                                \
+        extern int __bootprof_isenabled_##provider##__##name(void)                                \
+            __asm__(BOOTPROF__SYM(isenabled, provider, name));                                     \
+        __builtin_expect(__bootprof_isenabled_##provider##__##name(), 0);                          \
+    })
+
+#endif /* BOOTPROF_NO_PROBES */
+#endif /* BOOTPROF_H */
