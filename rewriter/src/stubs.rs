@@ -1,33 +1,56 @@
 //! Generate stubs: takes every probe symbol the inputs reference and do not define; hands on one
-//! relocatable object that defines them all, so the final link succeeds.
-//!
-//! Each stub is
+//! relocatable object that defines them all, so the final link succeeds, and that registers the
+//! linked object's site table with the runtime.
 //!
 //! ```text
-//! <symbol>:  4c 8d 1d rel32   lea <symbol's name>(%rip), %r11   ; the probe's id for the dispatcher
-//!            e9 rel32         jmp __bootprof_dispatch_<class>
+//! <symbol>:         4c 8d 1d rel32   lea <symbol's name>(%rip), %r11   ; the probe's id
+//!                   ff 25 rel32      jmp *__bootprof_dispatch_ptrs+8*class(%rip)
+//! __bootprof_ptrs:  .quad default_probe, default_isenabled, default_hook   (writable)
+//! default_probe:    c3               ret
+//! default_isenabled: 31 c0 c3        xor %eax,%eax; ret   (a probe reads as disabled)
+//! default_hook:     c3               ret
+//! ctor (.init_array.00099):
+//!     mov bootprof_register@GOTPCREL(%rip), %rax    ; weak: 0 without the runtime
+//!     test %rax,%rax; je 1f
+//!     mov __start_bootprof_sites@GOTPCREL(%rip), %rdi
+//!     mov __stop_bootprof_sites@GOTPCREL(%rip), %rsi
+//!     lea __bootprof_ptrs(%rip), %rdx
+//!     jmp *%rax                                     ; bootprof_register(start, stop, ptrs)
+//! 1:  ret
 //! ```
 //!
-//! The three dispatchers are defined here weak (`ret`; `xor %eax,%eax; ret` for is-enabled, so a
-//! probe reads as disabled) and strongly by the runtime when it is linked. A stub touches only
-//! `r11`, which no calling convention uses to pass anything, so `mcount`/`__fentry__` keep every
-//! argument register and `rax`. Stubs are hidden: each executable or shared object has its own,
-//! and the table's PC-relative `target` field needs no dynamic relocation.
+//! Without the runtime the pointers stay on the defaults and every stub returns at once. With it,
+//! `bootprof_register` (exported by the executable, found by shared objects too) records the
+//! table and points the three pointers at its dispatchers. A stub touches only `r11`, which no
+//! calling convention uses to pass anything, so `mcount`/`__fentry__` keep every argument register
+//! and `rax`. Stubs and table bounds are hidden: each executable or shared object has its own.
 
 use crate::error::{Error, Result};
 use bootprof_format::Kind;
-use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
+use object::write::{Object, Relocation, StandardSection, Symbol, SymbolId, SymbolSection};
 use object::{
     elf, Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags,
     SymbolKind, SymbolScope,
 };
 
-/// Name of the dispatcher a stub of `kind` jumps to.
-pub fn dispatcher(kind: Kind) -> &'static str {
+/// The runtime's registration entry point, `bootprof_register(start, stop, ptrs)`.
+pub const REGISTER_SYMBOL: &str = "bootprof_register";
+
+/// Index of a stub's dispatcher in the pointer table.
+pub fn dispatcher_index(kind: Kind) -> usize {
     match kind {
-        Kind::Probe => "__bootprof_dispatch_probe",
-        Kind::IsEnabled => "__bootprof_dispatch_isenabled",
-        _ => "__bootprof_dispatch_hook",
+        Kind::Probe => 0,
+        Kind::IsEnabled => 1,
+        _ => 2,
+    }
+}
+
+fn reloc(r_type: elf::RelocationType, offset: u64, symbol: SymbolId, addend: i64) -> Relocation {
+    Relocation {
+        offset,
+        symbol,
+        addend,
+        flags: RelocationFlags::Elf { r_type },
     }
 }
 
@@ -40,70 +63,101 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
         SectionKind::Text,
     );
     let names = obj.section_id(StandardSection::ReadOnlyString);
+    let data = obj.add_section(
+        Vec::new(),
+        b".data.bootprof_ptrs".to_vec(),
+        SectionKind::Data,
+    );
+    let init = obj.add_section(Vec::new(), b".init_array.00099".to_vec(), SectionKind::Data);
+    obj.section_mut(init).flags = object::SectionFlags::Elf {
+        sh_type: elf::SHT_INIT_ARRAY,
+        sh_flags: elf::SectionFlags(elf::SHF_ALLOC.0 | elf::SHF_WRITE.0),
+    };
     let stack = obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Other);
     obj.section_mut(stack).flags = object::SectionFlags::Elf {
         sh_type: elf::SHT_PROGBITS,
         sh_flags: elf::SectionFlags(0),
     };
     let names_sym = obj.section_symbol(names);
-
-    let define = |obj: &mut Object<'_>, name: &[u8], code: &[u8], weak: bool| {
-        let value = obj.append_section_data(text, code, 16);
+    let text_sym = obj.section_symbol(text);
+    let data_sym = obj.section_symbol(data);
+    let undefined = |obj: &mut Object<'_>, name: &str, scope: SymbolScope| {
         obj.add_symbol(Symbol {
-            name: name.to_vec(),
-            value,
-            size: code.len() as u64,
-            kind: SymbolKind::Text,
-            scope: SymbolScope::Linkage,
-            weak,
-            section: SymbolSection::Section(text),
+            name: name.as_bytes().to_vec(),
+            value: 0,
+            size: 0,
+            kind: SymbolKind::Unknown,
+            scope,
+            weak: true,
+            section: SymbolSection::Undefined,
             flags: SymbolFlags::None,
-        });
-        value
+        })
     };
-    let mut dispatchers = std::collections::HashMap::new();
-    for (kind, code) in [
-        (Kind::Probe, &[0xc3u8][..]),               // ret
-        (Kind::IsEnabled, &[0x31, 0xc0, 0xc3][..]), // xor %eax,%eax; ret
-        (Kind::Mcount, &[0xc3][..]),                // ret
-    ] {
-        let name = dispatcher(kind).as_bytes();
-        define(&mut obj, name, code, true);
-        let id = obj.symbol_id(name).expect("just defined");
-        dispatchers.insert(dispatcher(kind), id);
+    let register = undefined(&mut obj, REGISTER_SYMBOL, SymbolScope::Dynamic);
+    let start = undefined(&mut obj, "__start_bootprof_sites", SymbolScope::Linkage);
+    let stop = undefined(&mut obj, "__stop_bootprof_sites", SymbolScope::Linkage);
+
+    // The default dispatchers and the pointer table that starts on them.
+    let mut relocs: Vec<(object::write::SectionId, Relocation)> = Vec::new();
+    for (i, code) in [&[0xc3u8][..], &[0x31, 0xc0, 0xc3], &[0xc3]]
+        .into_iter()
+        .enumerate()
+    {
+        let at = obj.append_section_data(text, code, 16);
+        let slot = obj.append_section_data(data, &[0u8; 8], 8);
+        debug_assert_eq!(slot, 8 * i as u64);
+        relocs.push((data, reloc(elf::R_X86_64_64, slot, text_sym, at as i64)));
     }
+
+    // The stubs.
     for (name, kind) in symbols {
         let mut cname = name.clone();
         cname.push(0);
         let name_off = obj.append_section_data(names, &cname, 1);
-        let code = [0x4c, 0x8d, 0x1d, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0];
-        let at = define(&mut obj, name, &code, false);
-        let fail =
-            |e: object::write::Error| Error::Internal(format!("cannot build the stub object: {e}"));
-        obj.add_relocation(
+        let code = [0x4c, 0x8d, 0x1d, 0, 0, 0, 0, 0xff, 0x25, 0, 0, 0, 0];
+        let at = obj.append_section_data(text, &code, 16);
+        obj.add_symbol(Symbol {
+            name: name.clone(),
+            value: at,
+            size: code.len() as u64,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(text),
+            flags: SymbolFlags::None,
+        });
+        let slot = 8 * dispatcher_index(*kind) as i64;
+        relocs.push((
             text,
-            Relocation {
-                offset: at + 3,
-                symbol: names_sym,
-                addend: name_off as i64 - 4,
-                flags: RelocationFlags::Elf {
-                    r_type: elf::R_X86_64_PC32,
-                },
-            },
-        )
-        .map_err(fail)?;
-        obj.add_relocation(
-            text,
-            Relocation {
-                offset: at + 8,
-                symbol: dispatchers[dispatcher(*kind)],
-                addend: -4,
-                flags: RelocationFlags::Elf {
-                    r_type: elf::R_X86_64_PLT32,
-                },
-            },
-        )
-        .map_err(fail)?;
+            reloc(elf::R_X86_64_PC32, at + 3, names_sym, name_off as i64 - 4),
+        ));
+        relocs.push((text, reloc(elf::R_X86_64_PC32, at + 9, data_sym, slot - 4)));
+    }
+
+    // The registration constructor.
+    #[rustfmt::skip]
+    let ctor: [u8; 39] = [
+        0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_register@GOTPCREL(%rip), %rax
+        0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
+        0x74, 0x17,                   // 10: je 35
+        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __start_bootprof_sites@GOTPCREL(%rip), %rdi
+        0x48, 0x8b, 0x35, 0, 0, 0, 0, // 19: mov __stop_bootprof_sites@GOTPCREL(%rip), %rsi
+        0x48, 0x8d, 0x15, 0, 0, 0, 0, // 26: lea __bootprof_ptrs(%rip), %rdx
+        0xff, 0xe0,                   // 33: jmp *%rax
+        0xc3,                         // 35: ret
+        0xcc, 0xcc, 0xcc,             // padding
+    ];
+    let at = obj.append_section_data(text, &ctor, 16);
+    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 3, register, -4)));
+    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 15, start, -4)));
+    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 22, stop, -4)));
+    relocs.push((text, reloc(elf::R_X86_64_PC32, at + 29, data_sym, -4)));
+    obj.append_section_data(init, &[0u8; 8], 8);
+    relocs.push((init, reloc(elf::R_X86_64_64, 0, text_sym, at as i64)));
+
+    for (section, r) in relocs {
+        obj.add_relocation(section, r)
+            .map_err(|e| Error::Internal(format!("cannot build the stub object: {e}")))?;
     }
     obj.write()
         .map_err(|e| Error::Internal(format!("cannot write the stub object: {e}")))
