@@ -1,0 +1,248 @@
+//! Bad input: each test damages a copy of a good object in one place (or sets up a broken
+//! environment) and checks that bootprof-link fails cleanly: a non-zero exit, a message naming the
+//! file (and the section, offset and symbol where the damage is), no panic, and the output file
+//! that was there before left byte-identical.
+
+use crate::elf::{self, Elf};
+use crate::util::{cmd, compile_c, read, require, run, source_dir, write, Out, TempDir, LINK};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const OLD_OUTPUT: &[u8] = b"an output from an earlier, successful link\n";
+
+/// A temporary directory with the good object `main.o` (from `tests/sources/bad-input-base`)
+/// and an `app` from an earlier link.
+struct Setup {
+    t: TempDir,
+    good: PathBuf,
+    out: PathBuf,
+}
+
+impl Setup {
+    fn new(name: &str) -> Setup {
+        let t = TempDir::new(name);
+        let good = compile_c(
+            &source_dir("bad-input-base").join("main.c"),
+            &t.join("main.o"),
+            &["-O2"],
+        );
+        let out = t.join("app");
+        write(&out, OLD_OUTPUT);
+        Setup { t, good, out }
+    }
+
+    /// A copy of the good object called `name`, changed by `damage`.
+    fn damaged(&self, name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+        let mut bytes = read(&self.good);
+        damage(&mut bytes);
+        let path = self.t.join(name);
+        write(&path, bytes);
+        path
+    }
+
+    /// Runs `bootprof-link cc -o app inputs...`.
+    fn link(&self, inputs: &[&Path]) -> Out {
+        run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), self.out.as_os_str()]).args(inputs))
+    }
+
+    /// The checks every bad-input test makes; `names` must all appear in stderr.
+    #[track_caller]
+    fn check_failed(&self, o: &Out, names: &[&str]) {
+        o.no_panic();
+        assert!(
+            matches!(o.code, Some(c) if c != 0),
+            "expected a non-zero exit (not a signal):{o}"
+        );
+        for name in names {
+            assert!(o.stderr.contains(name), "stderr does not name `{name}`:{o}");
+        }
+        assert_eq!(
+            read(&self.out),
+            OLD_OUTPUT,
+            "the earlier output was touched:{o}"
+        );
+    }
+
+    /// The relocation against probe `symbol` in the good object.
+    fn probe_rela(&self, symbol: &str) -> (Elf, elf::Rela) {
+        let elf = Elf::open(&self.good);
+        let rela = elf
+            .probe_relas()
+            .into_iter()
+            .find(|(r, name)| name == symbol && r.r_type == elf::R_X86_64_PLT32 && r.addend == -4)
+            .unwrap_or_else(|| panic!("no PLT32 relocation against {symbol}"))
+            .0;
+        (elf, rela)
+    }
+}
+
+fn put_u64(bytes: &mut [u8], at: usize, v: u64) {
+    bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn text_file_named_like_an_object() {
+    require!("cc");
+    let s = Setup::new("bad-text");
+    let bad = s.t.join("x.o");
+    write(&bad, "this is not an object file\n");
+    let o = s.link(&[&s.good, &bad]);
+    s.check_failed(&o, &["x.o"]);
+}
+
+#[test]
+fn thirty_two_bit_object() {
+    require!("cc");
+    let s = Setup::new("bad-32");
+    // A real -m32 object when the compiler can make one, else ELFCLASS32 written into a copy.
+    let src = source_dir("bad-input-base").join("main.c");
+    let bad = s.t.join("main32.o");
+    let m32 = run(cmd(
+        "cc",
+        [
+            "-m32".as_ref(),
+            "-c".as_ref(),
+            src.as_os_str(),
+            "-o".as_ref(),
+        ],
+    )
+    .arg(&bad));
+    let bad = if m32.code == Some(0) {
+        bad
+    } else {
+        s.damaged("main32.o", |b| b[elf::EI_CLASS] = 1)
+    };
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["main32.o"]);
+}
+
+#[test]
+fn object_for_another_machine() {
+    require!("cc");
+    let s = Setup::new("bad-machine");
+    let bad = s.damaged("aarch64.o", |b| {
+        b[elf::E_MACHINE..elf::E_MACHINE + 2].copy_from_slice(&183u16.to_le_bytes())
+    });
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["aarch64.o"]);
+}
+
+#[test]
+fn truncated_object() {
+    require!("cc");
+    let s = Setup::new("bad-truncated");
+    let bad = s.damaged("truncated.o", |b| {
+        let half = b.len() / 2;
+        b.truncate(half)
+    });
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["truncated.o"]);
+}
+
+#[test]
+fn section_headers_past_the_end() {
+    require!("cc");
+    let s = Setup::new("bad-shoff");
+    let bad = s.damaged("shoff.o", |b| {
+        let past = b.len() as u64 + 0x1000;
+        put_u64(b, elf::E_SHOFF, past)
+    });
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["shoff.o"]);
+}
+
+#[test]
+fn relocation_offset_outside_its_section() {
+    require!("cc");
+    let s = Setup::new("bad-r-offset");
+    let (elf, rela) = s.probe_rela("__dtrace_sdt_bad__first");
+    let target = elf.sections[rela.target].clone();
+    let outside = target.size + 0x100;
+    let bad = s.damaged("r_offset.o", |b| put_u64(b, rela.entry_offset, outside));
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["r_offset.o", &target.name, "offset"]);
+}
+
+#[test]
+fn relocation_symbol_index_out_of_range() {
+    require!("cc");
+    let s = Setup::new("bad-r-sym");
+    let (elf, rela) = s.probe_rela("__dtrace_sdt_bad__second");
+    let target = elf.sections[rela.target].clone();
+    let index = elf.symbol_count() as u64 + 1000;
+    let info = (index << 32) | rela.r_type as u64;
+    let bad = s.damaged("r_sym.o", |b| put_u64(b, rela.entry_offset + 8, info));
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["r_sym.o", &target.name]);
+}
+
+#[test]
+fn site_that_is_not_a_call() {
+    require!("cc");
+    let s = Setup::new("bad-not-call");
+    let symbol = "__dtrace_sdt_bad__second";
+    let (elf, rela) = s.probe_rela(symbol);
+    let text = elf.sections[rela.target].clone();
+    let opcode = (text.offset + rela.r_offset - 1) as usize;
+    assert_eq!(
+        read(&s.good)[opcode],
+        0xe8,
+        "the base object's call is not e8"
+    );
+    let bad = s.damaged("notcall.o", |b| b[opcode] = 0x90);
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["notcall.o", &text.name, symbol]);
+    let (insn, reloc) = (rela.r_offset - 1, rela.r_offset);
+    assert!(
+        [insn, reloc]
+            .iter()
+            .any(|off| o.stderr.contains(&format!("{off:#x}"))),
+        "stderr gives neither offset {insn:#x} nor {reloc:#x}:{o}"
+    );
+}
+
+#[test]
+fn missing_driver() {
+    require!("cc");
+    let s = Setup::new("bad-driver");
+    let o = run(
+        cmd(LINK, ["-o".as_ref(), s.out.as_os_str(), s.good.as_os_str()])
+            .env("BOOTPROF_CC", "/nonexistent/cc")
+            .env_remove("BOOTPROF_LINK_FLAGS"),
+    );
+    s.check_failed(&o, &["/nonexistent/cc"]);
+}
+
+/// The final link fails with exit code 7: bootprof-link exits 7 and passes the stderr on. The fake
+/// driver hands everything but a final link (compiles, `-r`, queries) to the real cc.
+#[test]
+fn failing_linker_exit_code_passes_through() {
+    require!("cc");
+    let s = Setup::new("bad-linker");
+    let fake = s.t.join("fakecc");
+    write(
+        &fake,
+        "#!/bin/sh\n\
+         for a in \"$@\"; do\n\
+           case \"$a\" in -c|-r|-Wl,-r|-E|-S|--version|-print-*|-dump*) exec cc \"$@\";; esac\n\
+         done\n\
+         echo 'fakecc: the final link fails on purpose' >&2\n\
+         exit 7\n",
+    );
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(cmd(LINK, [fake.as_os_str(), "-o".as_ref(), s.out.as_os_str()]).arg(&s.good));
+    s.check_failed(&o, &["fails on purpose"]);
+    assert_eq!(
+        o.code,
+        Some(7),
+        "the linker's exit code is not passed through:{o}"
+    );
+}
+
+#[test]
+fn output_path_that_cannot_be_written() {
+    require!("cc");
+    let s = Setup::new("bad-output");
+    let o = run(cmd(LINK, ["cc", "-o", "/nonexistent-dir/app"]).arg(&s.good));
+    s.check_failed(&o, &["/nonexistent-dir"]);
+}

@@ -1,0 +1,409 @@
+//! The command-line contract of DESIGN.md: both invocation forms, options from the environment,
+//! `@file` response files, pass-through of non-link and probe-free commands, failing links (the
+//! driver's exit code and stderr, the old output kept), and `bootprof list`'s text and JSON forms.
+
+use crate::elf::Elf;
+use crate::json::list;
+use crate::util::{
+    cmd, compile_c, compile_case, mkdir, read, require, run, source_dir, write, Out, TempDir,
+    BOOTPROF, LINK,
+};
+use std::path::{Path, PathBuf};
+
+const MULTI: &str = "probes-multi-tu";
+const MULTI_FILES: &[&str] = &["main.c", "util.c", "stats.c"];
+const MULTI_ARGS: &[&str] = &["alpha", "beta", "gamma", "delta"];
+
+/// `bootprof-link cc -o out objects...`, requiring success.
+fn link_explicit(out: &Path, objects: &[PathBuf]) -> Out {
+    let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).args(objects));
+    o.no_panic();
+    o.ok()
+}
+
+fn run_multi(program: &Path) -> Out {
+    run(&mut cmd(program, MULTI_ARGS))
+}
+
+#[test]
+fn version_passes_through() {
+    require!("cc");
+    let plain = run(&mut cmd("cc", ["--version"]));
+    let ours = run(&mut cmd(LINK, ["cc", "--version"]));
+    ours.no_panic();
+    assert_eq!(ours.code, plain.code, "{ours}");
+    assert_eq!(ours.stdout, plain.stdout, "{ours}");
+}
+
+#[test]
+fn relocatable_link_passes_through() {
+    require!("cc");
+    let t = TempDir::new("dash-r");
+    let objects = compile_case(MULTI, &["util.c", "stats.c"], t.path());
+    let ours = t.join("ours.o");
+    let o = run(cmd(
+        LINK,
+        [
+            "cc".as_ref(),
+            "-r".as_ref(),
+            "-o".as_ref(),
+            ours.as_os_str(),
+        ],
+    )
+    .args(&objects));
+    o.no_panic();
+    o.ok();
+    let elf = Elf::open(&ours);
+    assert!(
+        elf.section("bootprof_sites").is_none(),
+        "-r output has a bootprof_sites section"
+    );
+    let before: usize = objects
+        .iter()
+        .map(|o| Elf::open(o).probe_relas().len())
+        .sum();
+    assert!(before > 0);
+    assert_eq!(
+        elf.probe_relas().len(),
+        before,
+        "relocations against probe symbols in the -r output"
+    );
+    // Pass-through means cc ran with the same arguments: the same bytes as cc's own -r.
+    let theirs = t.join("theirs.o");
+    run(cmd("cc", ["-r".as_ref(), "-o".as_ref(), theirs.as_os_str()]).args(&objects)).ok();
+    assert!(read(&ours) == read(&theirs), "-r output differs from cc -r");
+}
+
+#[test]
+fn probe_free_link_passes_through() {
+    require!("cc");
+    let t = TempDir::new("probe-free");
+    let src = t.join("hello.c");
+    write(
+        &src,
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 3; }\n",
+    );
+    let object = compile_c(&src, &t.join("hello.o"), &["-O2"]);
+    let out = t.join("app");
+    run(cmd(
+        "cc",
+        ["-o".as_ref(), out.as_os_str(), object.as_os_str()],
+    ))
+    .ok();
+    let plain = read(&out);
+    link_explicit(&out, &[object]);
+    assert!(
+        read(&out) == plain,
+        "a link without probes is not cc's own link"
+    );
+    assert_eq!(run(&mut cmd(&out, [""; 0])).code, Some(3));
+}
+
+/// A configure-style link that fails (undefined symbol): cc's exit code and its linker's message
+/// pass through, and an existing output is left as it was. With and without probes in the inputs.
+#[test]
+fn failing_link_passes_exit_code_and_keeps_output() {
+    require!("cc");
+    let t = TempDir::new("undefined");
+    let sources = [
+        (
+            "conftest",
+            "int missing_function(void);\nint main(void) { return missing_function(); }\n",
+        ),
+        (
+            "probed",
+            "extern void __dtrace_sdt_conf__test(unsigned long);\nint missing_function(void);\n\
+             int main(void) { __dtrace_sdt_conf__test(1); return missing_function(); }\n",
+        ),
+    ];
+    for (name, text) in sources {
+        let src = t.join(format!("{name}.c"));
+        write(&src, text);
+        let object = compile_c(&src, &t.join(format!("{name}.o")), &[]);
+        let plain = run(cmd("cc", ["-o".as_ref(), t.join("plain").as_os_str()]).arg(&object));
+        assert_ne!(plain.code, Some(0));
+
+        let out = t.join(format!("{name}-app"));
+        write(&out, "the previous output\n");
+        let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).arg(&object));
+        o.no_panic();
+        assert_eq!(
+            o.code, plain.code,
+            "{name}: exit code differs from cc's:{o}"
+        );
+        assert!(
+            o.stderr.contains("undefined reference") && o.stderr.contains("missing_function"),
+            "{name}: the linker's message is not passed on:{o}"
+        );
+        assert_eq!(
+            read(&out),
+            b"the previous output\n",
+            "{name}: the old output was touched"
+        );
+    }
+}
+
+/// The drop-in form (driver from $BOOTPROF_CC, default cc) links the same program as the
+/// explicit form; options come from $BOOTPROF_LINK_FLAGS.
+#[test]
+fn drop_in_form_and_link_flags_from_env() {
+    require!("cc");
+    let t = TempDir::new("drop-in");
+    let objects = compile_case(MULTI, MULTI_FILES, t.path());
+    let explicit = t.join("explicit");
+    link_explicit(&explicit, &objects);
+    let (want, _) = list(&explicit);
+    let want_run = run_multi(&explicit);
+
+    for (env_cc, name) in [(Some("cc"), "with-env"), (None, "default-cc")] {
+        let out = t.join(name);
+        let mut c = cmd(LINK, ["-o".as_ref(), out.as_os_str()]);
+        c.args(&objects).env_remove("BOOTPROF_LINK_FLAGS");
+        match env_cc {
+            Some(cc) => c.env("BOOTPROF_CC", cc),
+            None => c.env_remove("BOOTPROF_CC"),
+        };
+        let o = run(&mut c);
+        o.no_panic();
+        o.ok();
+        let (got, _) = list(&out);
+        assert_eq!(got.identities(), want.identities(), "{name}: sites");
+        let ran = run_multi(&out);
+        assert_eq!(
+            (ran.stdout, ran.code),
+            (want_run.stdout.clone(), want_run.code)
+        );
+    }
+
+    let out = t.join("stats");
+    let o = run(cmd(LINK, ["-o".as_ref(), out.as_os_str()])
+        .args(&objects)
+        .env("BOOTPROF_CC", "cc")
+        .env("BOOTPROF_LINK_FLAGS", " --stats "));
+    o.no_panic();
+    let o = o.ok();
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("bootprof-link: stats: "))
+        .unwrap_or_else(|| panic!("no stats line:{o}"));
+    let field = |k: &str| -> String {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k}= in `{line}`"))
+            .to_string()
+    };
+    assert_eq!(field("objects"), "3", "{line}");
+    assert_eq!(field("archives"), "0", "{line}");
+    assert_eq!(field("sites"), want.count.to_string(), "{line}");
+    for k in ["relocations", "scan_ms", "link_ms", "total_ms"] {
+        field(k)
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{k} in `{line}`"));
+    }
+}
+
+/// Objects named in an `@file` with GNU quoting (double quotes, single quotes, backslash escapes),
+/// from a directory whose name has a space in it.
+#[test]
+fn response_file_with_quoted_paths() {
+    require!("cc");
+    let t = TempDir::new("response-file");
+    let spaced = mkdir(t.join("dir with space"));
+    let objects = compile_case(MULTI, MULTI_FILES, &spaced);
+    let direct = t.join("direct");
+    link_explicit(&direct, &objects);
+    let (want, _) = list(&direct);
+
+    let path = |o: &PathBuf| o.display().to_string();
+    let rsp = t.join("objects.rsp");
+    write(
+        &rsp,
+        format!(
+            "\"{}\"\n'{}'\n{}\n",
+            path(&objects[0]),
+            path(&objects[1]),
+            path(&objects[2]).replace(' ', "\\ ")
+        ),
+    );
+    let out = t.join("via-rsp");
+    let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
+        .arg(format!("@{}", rsp.display())));
+    o.no_panic();
+    o.ok();
+    let (got, _) = list(&out);
+    assert_eq!(
+        got.identities(),
+        want.identities(),
+        "sites via the response file"
+    );
+    assert!(got.count > 0);
+    let (a, b) = (run_multi(&direct), run_multi(&out));
+    assert_eq!((a.stdout, a.code), (b.stdout, b.code));
+}
+
+/// `--verbose` names the relocations against probe symbols that are not sites.
+#[test]
+fn verbose_reports_address_taken_probes() {
+    require!("cc");
+    let t = TempDir::new("verbose");
+    let object = compile_c(
+        &source_dir("address-taken").join("main.c"),
+        &t.join("taken.o"),
+        &["-O2"],
+    );
+    let out = t.join("app");
+    let o = run(cmd(
+        LINK,
+        [
+            "--verbose".as_ref(),
+            "cc".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+    )
+    .arg(&object));
+    o.no_panic();
+    let o = o.ok();
+    for symbol in ["__dtrace_sdt_app__x", "__dtrace_sdt_app__y"] {
+        assert!(
+            o.stderr
+                .lines()
+                .any(|l| l.contains(symbol) && l.contains("taken.o")),
+            "--verbose does not report the address-taken use of {symbol}:{o}"
+        );
+    }
+}
+
+/// `--keep-temps` keeps the directory of rewritten inputs and prints where it is.
+#[test]
+fn keep_temps_prints_an_existing_directory() {
+    require!("cc");
+    let t = TempDir::new("keep-temps");
+    let objects = compile_case(MULTI, &["util.c"], t.path());
+    let main = compile_c(&source_dir(MULTI).join("main.c"), &t.join("main.o"), &[]);
+    let stats = compile_c(&source_dir(MULTI).join("stats.c"), &t.join("stats.o"), &[]);
+    let out = t.join("app");
+    let o = run(cmd(
+        LINK,
+        [
+            "--keep-temps".as_ref(),
+            "cc".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+    )
+    .arg(&main)
+    .args(&objects)
+    .arg(&stats));
+    o.no_panic();
+    let o = o.ok();
+    let kept: Vec<PathBuf> = format!("{}\n{}", o.stdout, o.stderr)
+        .split(|c: char| c.is_whitespace() || c == '`' || c == '\'' || c == '"')
+        .filter(|w| w.starts_with('/'))
+        .map(|w| PathBuf::from(w.trim_end_matches([':', ',', '.'])))
+        .filter(|p| p.is_dir() && !p.starts_with(t.path()))
+        .collect();
+    assert!(!kept.is_empty(), "no kept directory printed:{o}");
+    for dir in kept {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// `bootprof list` text form: one line per site sorted by address, with the documented fields,
+/// then the summary; it agrees with the JSON form.
+#[test]
+fn list_text_agrees_with_json() {
+    require!("cc");
+    let t = TempDir::new("list-text");
+    let objects = compile_case(MULTI, MULTI_FILES, t.path());
+    let app = t.join("app");
+    link_explicit(&app, &objects);
+    let (json, _) = list(&app);
+    let o = run(cmd(BOOTPROF, ["list".as_ref(), app.as_os_str()]));
+    o.no_panic();
+    let o = o.ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    let (summary, sites) = lines.split_last().expect("no output");
+    assert_eq!(
+        *summary,
+        format!("{} sites, all hold their NOP", json.count),
+        "summary:{o}"
+    );
+    assert_eq!(sites.len() as u64, json.count, "one line per site:{o}");
+    let mut by_address = json.sites.clone();
+    by_address.sort_by_key(|s| s.address);
+    for (line, site) in sites.iter().zip(&by_address) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            f.len(),
+            7,
+            "ADDRESS FILE_OFFSET KIND FORM PROBE FUNCTION+OFF STATE: `{line}`"
+        );
+        let num = |s: &str| {
+            let s = s.trim_start_matches("0x");
+            u64::from_str_radix(s, 16).unwrap_or_else(|_| panic!("not hex: `{s}` in `{line}`"))
+        };
+        assert_eq!(num(f[0]), site.address, "`{line}` vs {site:?}");
+        assert_eq!(num(f[1]), site.file_offset, "`{line}` vs {site:?}");
+        assert_eq!(f[2], site.kind, "`{line}`");
+        assert_eq!(f[3], site.form, "`{line}`");
+        let probe = match &site.provider {
+            Some(p) => format!("{p}:{}", site.name),
+            None => "-".to_string(),
+        };
+        assert_eq!(f[4], probe, "`{line}`");
+        assert!(
+            f[5].starts_with(&format!("{}+", site.function)),
+            "`{line}` vs {site:?}"
+        );
+        assert_eq!(f[6], "nop", "`{line}`");
+    }
+}
+
+/// A site whose bytes are not its NOP (here an int3 written over the first one) is reported: BAD
+/// in the text, `nop: false` in JSON, exit 1.
+#[test]
+fn list_reports_a_site_without_its_nop() {
+    require!("cc");
+    let t = TempDir::new("list-bad");
+    let objects = compile_case(MULTI, MULTI_FILES, t.path());
+    let app = t.join("app");
+    link_explicit(&app, &objects);
+    let (json, _) = list(&app);
+    let victim = json
+        .sites
+        .iter()
+        .min_by_key(|s| s.address)
+        .expect("no sites")
+        .clone();
+    let mut bytes = read(&app);
+    bytes[victim.file_offset as usize] = 0xcc;
+    let patched = t.join("patched");
+    write(&patched, bytes);
+
+    let (after, out) = list(&patched);
+    assert_eq!(
+        out.code,
+        Some(1),
+        "bootprof list --json of a patched binary:{out}"
+    );
+    assert_eq!(after.count, json.count);
+    assert_eq!(after.nop_ok, json.count - 1, "{}", after.out);
+    let bad: Vec<_> = after.sites.iter().filter(|s| !s.nop).collect();
+    assert_eq!(bad.len(), 1, "{}", after.out);
+    assert_eq!(bad[0].address, victim.address);
+
+    let o = run(cmd(BOOTPROF, ["list".as_ref(), patched.as_os_str()]));
+    o.no_panic();
+    assert_eq!(o.code, Some(1), "{o}");
+    assert!(
+        o.stdout.lines().filter(|l| l.ends_with(" BAD")).count() == 1,
+        "{o}"
+    );
+    assert_eq!(
+        o.stdout.lines().last(),
+        Some(format!("{} sites, 1 do not hold their NOP", json.count).as_str()),
+        "{o}"
+    );
+}

@@ -1,0 +1,28 @@
+//! bootprof's integration tests: one test binary (auto-discovered by Cargo as the target
+//! `integration`), one module per area. They run the real `bootprof-link` and `bootprof` binaries
+//! on real programs compiled from `tests/sources/`, each test in its own temporary directory, and
+//! skip (printing "skipped: <tool> not found") when an external tool is missing.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`corpus`] | the C/C++ cases of `tests/sources/<case>/` and their directives, one test each |
+//! | [`matrix`] | one case across -O0/-O2 x ld.bfd/lld x PIE/-no-pie/-static, every check |
+//! | [`cli`] | invocation forms, response files, pass-through, failing links, `bootprof list` |
+//! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
+//! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
+//! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
+//! | [`objdump`] | the independent count of call sites in the inputs |
+//! | [`elf`], [`json`], [`util`] | hand-written ELF and JSON reading, helpers |
+//!
+//! Set `BOOTPROF_TEST_KEEP=1` to keep the temporary directories.
+
+mod badinput;
+mod cli;
+mod cmake;
+mod corpus;
+mod elf;
+mod json;
+mod matrix;
+mod objdump;
+mod rust;
+mod util;

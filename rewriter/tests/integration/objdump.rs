@@ -1,0 +1,203 @@
+//! The independent count of call sites: what the compiler emitted, read from `objdump -dr` of the
+//! input objects, and the check that no call or jump to a probe symbol survives in a linked
+//! output, read from `objdump -d`.
+//!
+//! A site is a `call`/`jmp` instruction (`e8`, `e9`, `ff 15`, `ff 25`) whose relocation
+//! (`R_X86_64_PLT32`/`PC32` for the first two, `GOTPCREL`/`GOTPCRELX`/`REX_GOTPCRELX` for the
+//! others, addend -4, covering the instruction's last four bytes) targets a probe or hook symbol.
+
+use crate::elf::Elf;
+use crate::util::{classify, cmd, run};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A call site found in an input object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Expected {
+    pub kind: &'static str,
+    pub form: &'static str,
+    /// The enclosing function (the symbol objdump names the code after).
+    pub function: String,
+    pub func_offset: u64,
+    pub section: String,
+    pub symbol: String,
+    pub object: PathBuf,
+}
+
+impl Expected {
+    /// `(kind, form, function, func_offset)`: what the listing of a linked output must show.
+    pub fn identity(&self) -> (String, String, String, u64) {
+        (
+            self.kind.to_string(),
+            self.form.to_string(),
+            self.function.clone(),
+            self.func_offset,
+        )
+    }
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim(), 16).ok()
+}
+
+/// Splits a relocation's symbol expression (`sym-0x4`, `sym+0x10`, `sym`) into name and addend.
+fn split_addend(expr: &str) -> (&str, i64) {
+    if let Some(i) = expr.rfind("-0x") {
+        (&expr[..i], -(hex(&expr[i + 3..]).unwrap_or(0) as i64))
+    } else if let Some(i) = expr.rfind("+0x") {
+        (&expr[..i], hex(&expr[i + 3..]).unwrap_or(0) as i64)
+    } else {
+        (expr, 0)
+    }
+}
+
+/// The call sites in one object, as `objdump -dr` shows them.
+pub fn sites_in_object(object: &Path) -> Vec<Expected> {
+    let out = run(&mut cmd("objdump", ["-dr".as_ref(), object.as_os_str()])).ok();
+    let mut sites = Vec::new();
+    let mut section = String::new();
+    let (mut function, mut function_addr) = (String::new(), 0u64);
+    // The last instruction: address and first bytes (continuation lines carry no mnemonic).
+    let mut last: Option<(u64, Vec<u8>)> = None;
+    for line in out.stdout.lines() {
+        if let Some(name) = line.strip_prefix("Disassembly of section ") {
+            section = name.trim_end_matches(':').to_string();
+            last = None;
+            continue;
+        }
+        if let Some(rest) = line.strip_suffix(">:") {
+            if let Some((addr, name)) = rest.split_once(" <") {
+                if let Some(addr) = hex(addr) {
+                    function = name.to_string();
+                    function_addr = addr;
+                    last = None;
+                    continue;
+                }
+            }
+        }
+        if let Some(reloc) = line.strip_prefix("\t\t\t") {
+            // `2: R_X86_64_GOTPCRELX\t__fentry__-0x4`
+            let Some((off, rest)) = reloc.split_once(": ") else {
+                continue;
+            };
+            let Some((r_type, expr)) = rest.split_once('\t') else {
+                continue;
+            };
+            let (Some(r_offset), Some((addr, bytes))) = (hex(off), last.as_ref()) else {
+                continue;
+            };
+            let (symbol, addend) = split_addend(expr.trim());
+            let Some((kind, _, _)) = classify(symbol) else {
+                continue;
+            };
+            let plt = matches!(r_type, "R_X86_64_PLT32" | "R_X86_64_PC32");
+            let got = matches!(
+                r_type,
+                "R_X86_64_GOTPCREL" | "R_X86_64_GOTPCRELX" | "R_X86_64_REX_GOTPCRELX"
+            );
+            let form = match bytes.as_slice() {
+                [0xe8, ..] if plt && r_offset == addr + 1 => "call",
+                [0xe9, ..] if plt && r_offset == addr + 1 => "jmp",
+                [0xff, 0x15, ..] if got && r_offset == addr + 2 => "call-got",
+                [0xff, 0x25, ..] if got && r_offset == addr + 2 => "jmp-got",
+                _ => continue,
+            };
+            if addend != -4 {
+                continue;
+            }
+            sites.push(Expected {
+                kind,
+                form,
+                function: function.clone(),
+                func_offset: addr - function_addr,
+                section: section.clone(),
+                symbol: symbol.to_string(),
+                object: object.to_path_buf(),
+            });
+            continue;
+        }
+        // `   9:\te8 00 00 00 00       \tcall   e <f+0xe>`
+        let mut fields = line.split('\t');
+        let (Some(addr), Some(bytes), Some(text)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (Some(addr), false) = (addr.trim().strip_suffix(':').and_then(hex), text.is_empty())
+        else {
+            continue;
+        };
+        let bytes = bytes
+            .split_whitespace()
+            .filter_map(|b| u8::from_str_radix(b, 16).ok())
+            .collect();
+        last = Some((addr, bytes));
+    }
+    sites
+}
+
+/// The call sites of several objects that are linked together. A site in a section of a COMDAT
+/// group counts once however many objects carry a copy of the group (the linker keeps one).
+pub fn sites_in_objects(objects: &[PathBuf]) -> Vec<Expected> {
+    let mut seen = BTreeSet::new();
+    let mut all = Vec::new();
+    for object in objects {
+        let groups = Elf::open(object).group_members();
+        for site in sites_in_object(object) {
+            let key = (
+                site.section.clone(),
+                site.function.clone(),
+                site.func_offset,
+                site.symbol.clone(),
+            );
+            if groups.contains(&site.section) && !seen.insert(key) {
+                continue;
+            }
+            all.push(site);
+        }
+    }
+    all
+}
+
+/// The lines of `objdump -d binary` where code other than the stubs calls or jumps to a probe or
+/// hook symbol (directly, through its PLT entry, or through a GOT slot objdump names after it).
+pub fn calls_to_probes(binary: &Path) -> Vec<String> {
+    let out = run(&mut cmd("objdump", ["-d".as_ref(), binary.as_os_str()])).ok();
+    let mut bad = Vec::new();
+    let mut function = String::new();
+    for line in out.stdout.lines() {
+        if let Some(rest) = line.strip_suffix(">:") {
+            if let Some((_, name)) = rest.split_once(" <") {
+                function = name.to_string();
+                continue;
+            }
+        }
+        // The stubs themselves, the dispatchers, and PLT entries are not rewritten code.
+        let base = function.split('@').next().unwrap_or("");
+        if classify(base).is_some() || base.starts_with("__bootprof") || function.contains("@plt") {
+            continue;
+        }
+        let Some(text) = line.split('\t').nth(2) else {
+            continue;
+        };
+        let is_branch = text
+            .split_whitespace()
+            .take(3)
+            .any(|w| matches!(w, "call" | "callq" | "jmp" | "jmpq"));
+        if !is_branch {
+            continue;
+        }
+        let mut rest = text;
+        while let Some(start) = rest.find('<') {
+            let Some(len) = rest[start..].find('>') else {
+                break;
+            };
+            let target = &rest[start + 1..start + len];
+            let name = target.split(['@', '+']).next().unwrap_or("");
+            if classify(name).is_some() {
+                bad.push(format!("in <{function}>: {}", line.trim()));
+            }
+            rest = &rest[start + len..];
+        }
+    }
+    bad
+}

@@ -1,0 +1,68 @@
+//! A cargo project (`tests/sources/rust-probes`, no dependencies, its own workspace) built with
+//! `CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=<bootprof-link>`: rustc calls it in the drop-in
+//! form with cc-style arguments and crates as `.rlib` archives. An `extern "C"` probe call compiles
+//! to `ff 15` + R_X86_64_GOTPCREL, so the sites are `call-got` probes.
+
+use crate::json::list;
+use crate::util::{cmd, mkdir, read, require, run, source_dir, write, TempDir, LINK};
+use std::path::Path;
+
+#[test]
+fn cargo_project_linked_through_bootprof_link() {
+    require!("cargo", "rustc", "cc");
+    let t = TempDir::new("rust");
+    // Build a copy, so cargo writes its Cargo.lock in the temporary directory.
+    let project = mkdir(t.join("rust-probes"));
+    let src = source_dir("rust-probes");
+    write(project.join("Cargo.toml"), read(src.join("Cargo.toml")));
+    write(
+        mkdir(project.join("src")).join("main.rs"),
+        read(src.join("src/main.rs")),
+    );
+    let target = t.join("target");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+
+    for (profile, flags) in [("debug", &[][..]), ("release", &["--release"][..])] {
+        let mut c = cmd(&cargo, ["build", "--offline", "--quiet"]);
+        c.args(flags)
+            .arg("--manifest-path")
+            .arg(project.join("Cargo.toml"))
+            .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", LINK)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("BOOTPROF_CC", "cc")
+            .env_remove("BOOTPROF_LINK_FLAGS")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET")
+            .env_remove("CARGO_BUILD_RUSTFLAGS");
+        let built = run(&mut c);
+        built.no_panic();
+        built.ok();
+
+        let binary = target.join(profile).join("rust-probes");
+        check_binary(&binary, profile);
+    }
+}
+
+fn check_binary(binary: &Path, profile: &str) {
+    let ran = run(&mut cmd(binary, [""; 0])).ok();
+    assert_eq!(ran.stdout, "rust sum 45\n", "{profile}");
+    let (listing, out) = list(binary);
+    assert_eq!(out.code, Some(0), "{profile}:{out}");
+    for s in &listing.sites {
+        assert_eq!(
+            (s.kind.as_str(), s.provider.as_deref(), s.name.as_str()),
+            ("probe", Some("rust"), "tick"),
+            "{profile}: {s:?}"
+        );
+        assert!(s.nop, "{profile}: {s:?}");
+        assert_eq!(s.len, 6, "{profile}: {s:?}");
+    }
+    if profile == "debug" {
+        // One call in the loop: one `call *__dtrace_sdt_rust__tick@GOTPCREL(%rip)`.
+        assert_eq!(listing.sites.len(), 1, "{profile}:{}", listing.out);
+        assert_eq!(listing.sites[0].form, "call-got", "{}", listing.out);
+    }
+    // In release, LLVM loads the GOT slot once before the loop and calls through a register:
+    // no call site at all, only a GOT load (not a site). The program must still link and run.
+}
