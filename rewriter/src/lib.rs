@@ -93,6 +93,42 @@ impl Drop for TempDir {
     }
 }
 
+/// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
+/// shared objects (their tables register with the executable's runtime), for links without the
+/// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
+fn runtime_args(line: &args::LinkLine) -> Result<Vec<String>> {
+    let skip = line.options.no_runtime
+        || line.args.iter().any(|a| {
+            matches!(
+                a.as_str(),
+                "-shared" | "-nostdlib" | "-nodefaultlibs" | "-r"
+            ) || a.ends_with(".rlib")
+        });
+    if skip {
+        return Ok(Vec::new());
+    }
+    let lib = match std::env::var_os("BOOTPROF_RUNTIME") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()
+            .map_err(|e| Error::io("/proc/self/exe", e))?
+            .with_file_name("libbootprof_runtime.a"),
+    };
+    if !lib.is_file() {
+        return Err(Error::Usage(format!(
+            "the runtime library {} is missing: build it (cargo build -p bootprof-runtime), point \
+             BOOTPROF_RUNTIME at it, or link without it (--no-runtime)",
+            lib.display()
+        )));
+    }
+    Ok(vec![
+        format!("-Wl,-u,{}", stubs::REGISTER_SYMBOL),
+        lib.display().to_string(),
+        // Shared objects loaded later find the executable's runtime through this symbol.
+        format!("-Wl,--export-dynamic-symbol={}", stubs::REGISTER_SYMBOL),
+        "-lm".into(),
+    ])
+}
+
 /// Runs `bootprof-link` with `argv` (without argv[0]); returns the process exit code.
 pub fn run_link(argv: Vec<String>) -> Result<i32> {
     let start = Instant::now();
@@ -124,6 +160,7 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
         let path = dir.path.join("bootprof-stubs.o");
         std::fs::write(&path, stubs).map_err(|e| Error::io(&path, e))?;
         args.push(path.display().to_string());
+        args.extend(runtime_args(&line)?);
     }
     let code = link::final_link(&line, args, &dir.path)?;
     if line.options.stats {

@@ -1,76 +1,220 @@
-//! bootprof's runtime, as far as issue 2 needs it: finding this program's probe-site table in
-//! memory. Enabling, dispatch and recording come with the runtime issue.
+//! bootprof's runtime: turns the NOP sites `bootprof-link` recorded back on while the program
+//! runs, and dispatches their hits to handlers.
 //!
-//! The table lies between the linker-defined symbols `__start_bootprof_sites` and
-//! `__stop_bootprof_sites`. They are referenced weakly (through the GOT, which holds 0 for an
-//! undefined weak symbol) and hidden, so a program or shared object without sites links and finds
-//! an empty table, and each shared object finds its own table rather than the main program's.
+//! The probe lifecycle (call -> NOP -> int3 or call -> handler) is described once, in
+//! `bootprof-format`. Here: every object linked by `bootprof-link` calls
+//! [`bootprof_register`](capi::bootprof_register) from a constructor with its table; the
+//! [`registry`] keeps the sites in a sorted snapshot; [`enable`] and [`disable`] patch them
+//! ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode ([`dispatch`]: the call to
+//! the stub is put back); handlers get a [`Hit`].
+//!
+//! `BOOTPROF_ENABLE="pattern,pattern"` and `BOOTPROF_MODE=trap|call` are read when the first
+//! table registers, before the program's own constructors; they are ignored (with a note on
+//! stderr) in secure-execution mode. The runtime never writes to stdout.
 #![deny(missing_docs)]
 
+pub mod capi;
+pub mod dispatch;
+pub mod pattern;
+pub mod registry;
+pub mod text;
+pub mod trap;
+
 pub use bootprof_format as format;
+pub use dispatch::{HandlerFn, Hit};
+pub use pattern::{Pattern, PatternError};
+pub use registry::{Error, Mode};
 
-core::arch::global_asm!(
-    ".weak __start_bootprof_sites",
-    ".hidden __start_bootprof_sites",
-    ".weak __stop_bootprof_sites",
-    ".hidden __stop_bootprof_sites",
-    ".pushsection .text.bootprof_table_bounds,\"ax\",@progbits",
-    ".p2align 4",
-    ".local bootprof_table_start",
-    "bootprof_table_start:",
-    "    movq __start_bootprof_sites@GOTPCREL(%rip), %rax",
-    "    ret",
-    ".local bootprof_table_stop",
-    "bootprof_table_stop:",
-    "    movq __stop_bootprof_sites@GOTPCREL(%rip), %rax",
-    "    ret",
-    ".popsection",
-    // Exported under mangling-free names the Rust side can declare.
-    ".pushsection .data.rel.ro.bootprof_table_bounds,\"aw\",@progbits",
-    ".p2align 3",
-    ".globl bootprof_table_bounds_fns",
-    ".hidden bootprof_table_bounds_fns",
-    "bootprof_table_bounds_fns:",
-    "    .quad bootprof_table_start",
-    "    .quad bootprof_table_stop",
-    ".popsection",
-    options(att_syntax)
-);
+use std::sync::atomic::Ordering;
 
-extern "C" {
-    static bootprof_table_bounds_fns: [extern "C" fn() -> usize; 2];
+/// Writes a note to stderr (never stdout).
+pub(crate) fn note(msg: &str) {
+    let line = format!("bootprof: {msg}\n");
+    // SAFETY: write(2) on fd 2 with a valid buffer; usable before main and in any thread.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
 
-/// The raw bytes of this program's site table (empty when it has no sites) and their address.
-pub fn table() -> (&'static [u8], u64) {
-    // SAFETY: the two functions only load linker-defined addresses; the static is immutable.
-    let (start, stop) = unsafe {
-        (
-            bootprof_table_bounds_fns[0](),
-            bootprof_table_bounds_fns[1](),
-        )
-    };
-    if start == 0 || stop <= start {
-        return (&[], 0);
+/// Enables every site matching `pattern` in trap mode. Returns how many sites changed.
+pub fn enable(pattern: &str) -> Result<usize, Error> {
+    enable_with(pattern, Mode::Trap)
+}
+
+/// Enables every site matching `pattern` in `mode` (a site enabled in the other mode switches).
+pub fn enable_with(pattern: &str, mode: Mode) -> Result<usize, Error> {
+    registry::set_state(pattern, mode as u8)
+}
+
+/// Disables every site matching `pattern`, putting its exact NOP back.
+pub fn disable(pattern: &str) -> Result<usize, Error> {
+    registry::set_state(pattern, registry::DISABLED)
+}
+
+/// Adds a `notrace` pattern: matching sites are never enabled (exclusion wins over [`enable`]).
+pub fn notrace(pattern: &str) -> Result<(), Error> {
+    let p = Pattern::parse(pattern)?;
+    registry::lock().notrace.push(p);
+    Ok(())
+}
+
+/// Removes every `notrace` pattern.
+pub fn clear_notrace() {
+    registry::lock().notrace.clear();
+}
+
+/// A handler registration; [`remove_handler`] ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandlerId(pub usize);
+
+/// Registers a C-style handler for the sites matching `pattern`.
+pub fn add_handler_fn(
+    pattern: &str,
+    func: HandlerFn,
+    cookie: *mut std::ffi::c_void,
+) -> Result<HandlerId, Error> {
+    registry::add_handler(pattern, func, cookie as usize).map(HandlerId)
+}
+
+/// Registers a closure for the sites matching `pattern`. The closure lives until removed.
+pub fn add_handler<F: Fn(&Hit) + Send + Sync + 'static>(
+    pattern: &str,
+    f: F,
+) -> Result<HandlerId, Error> {
+    extern "C" fn shim<F: Fn(&Hit)>(hit: *const Hit, cookie: *mut std::ffi::c_void) {
+        // SAFETY: the cookie is the leaked closure below; the hit lives for the call.
+        unsafe { (*(cookie as *const F))(&*hit) }
     }
-    // SAFETY: the linker places the whole `bootprof_sites` output section between the two
-    // symbols, in a loaded, read-only segment that lives as long as the program.
-    let bytes = unsafe { core::slice::from_raw_parts(start as *const u8, stop - start) };
-    (bytes, start as u64)
+    let cookie = Box::into_raw(Box::new(f));
+    add_handler_fn(pattern, shim::<F>, cookie.cast()).inspect_err(|_| {
+        // SAFETY: not registered: nothing else holds the pointer.
+        drop(unsafe { Box::from_raw(cookie) });
+    })
 }
 
-/// The sites of this program's table, in table order.
-pub fn sites() -> format::Sites<'static> {
-    let (bytes, base) = table();
-    format::sites(bytes, base)
+/// Removes a handler (its closure, if any, is leaked: a hit may still be running it).
+pub fn remove_handler(id: HandlerId) -> bool {
+    registry::remove_handler(id.0)
 }
 
-/// Reads the NUL-terminated name at `addr`, as stored in a site entry.
-///
-/// # Safety
-/// `addr` must come from a [`format::Site`] of this program's own table.
-pub unsafe fn name_at(addr: u64) -> &'static str {
-    // SAFETY: the rewriter stores NUL-terminated names in a loaded read-only section.
-    let c = unsafe { core::ffi::CStr::from_ptr(addr as *const core::ffi::c_char) };
-    c.to_str().unwrap_or("?")
+/// One site, as [`sites`] lists it: ftrace's `available_filter_functions`, with state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteInfo {
+    /// Id (registration order).
+    pub id: u32,
+    /// Address.
+    pub address: u64,
+    /// Kind.
+    pub kind: format::Kind,
+    /// Provider (empty for hooks).
+    pub provider: &'static str,
+    /// Probe name (hook symbol for hooks).
+    pub name: &'static str,
+    /// Enclosing function.
+    pub function: &'static str,
+    /// Offset in the function.
+    pub func_offset: u32,
+    /// What patterns match against.
+    pub match_name: &'static str,
+    /// None when disabled.
+    pub mode: Option<Mode>,
+    /// Hits so far.
+    pub hits: u64,
+}
+
+/// Every site of every registered object, in id order.
+pub fn sites() -> Vec<SiteInfo> {
+    registry::lock()
+        .sites
+        .iter()
+        .map(|s| SiteInfo {
+            id: s.id,
+            address: s.addr,
+            kind: s.kind,
+            provider: s.provider,
+            name: s.name,
+            function: s.function,
+            func_offset: s.func_offset,
+            match_name: s.match_name,
+            mode: match s.state() {
+                registry::TRAP => Some(Mode::Trap),
+                registry::CALL | registry::ENABLING_CALL => Some(Mode::Call),
+                _ => None,
+            },
+            hits: s.hits.load(Ordering::Relaxed),
+        })
+        .collect()
+}
+
+/// The sum of the hit counters of the sites matching `pattern`.
+pub fn hits(pattern: &str) -> Result<u64, Error> {
+    let p = Pattern::parse(pattern)?;
+    Ok(registry::lock()
+        .sites
+        .iter()
+        .filter(|s| p.matches(s.match_name))
+        .map(|s| s.hits.load(Ordering::Relaxed))
+        .sum())
+}
+
+/// Checks that the runtime still owns SIGTRAP; false if the program installed its own handler
+/// after a probe was enabled in trap mode (trap-mode hits would then go to the program).
+pub fn check() -> bool {
+    !trap_mode_in_use() || trap::handler_in_place()
+}
+
+fn trap_mode_in_use() -> bool {
+    registry::lock()
+        .sites
+        .iter()
+        .any(|s| s.state() != registry::DISABLED)
+}
+
+/// Applies `BOOTPROF_ENABLE` / `BOOTPROF_MODE` to every table registered so far; called after
+/// each registration, so shared objects and later `dlopen`s are covered too. The environment is
+/// read once.
+pub(crate) fn apply_environment() {
+    static ENV: std::sync::OnceLock<Option<(Vec<Pattern>, Mode)>> = std::sync::OnceLock::new();
+    let Some((patterns, mode)) = ENV.get_or_init(read_environment) else {
+        return;
+    };
+    for p in patterns {
+        if let Err(e) = enable_with(&pattern_text(p), *mode) {
+            note(&format!("BOOTPROF_ENABLE: {e}"));
+        }
+    }
+}
+
+fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
+    let patterns = std::env::var_os("BOOTPROF_ENABLE")?;
+    // SAFETY: getauxval has no preconditions.
+    if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
+        note("BOOTPROF_ENABLE ignored in secure-execution mode");
+        return None;
+    }
+    let mode = match std::env::var("BOOTPROF_MODE").as_deref() {
+        Ok("call") => Mode::Call,
+        Ok("trap") | Err(_) => Mode::Trap,
+        Ok(other) => {
+            note(&format!(
+                "BOOTPROF_MODE={other} is neither trap nor call; using trap"
+            ));
+            Mode::Trap
+        }
+    };
+    match pattern::parse_list(&patterns.to_string_lossy()) {
+        Ok(list) => Some((list, mode)),
+        Err(e) => {
+            note(&format!("BOOTPROF_ENABLE: {e}"));
+            None
+        }
+    }
+}
+
+fn pattern_text(p: &Pattern) -> String {
+    match p {
+        Pattern::Exact(s) => s.clone(),
+        Pattern::Prefix(s) => format!("{s}*"),
+        Pattern::Suffix(s) => format!("*{s}"),
+        Pattern::Contains(s) => format!("*{s}*"),
+        Pattern::Any => "*".into(),
+    }
 }

@@ -1,5 +1,5 @@
 /*
- * bootprof.h: zero-cost probes for C and C++.
+ * bootprof.h: zero-cost probes for C and C++, and the runtime API that turns them on.
  *
  *   BOOTPROF_PROBE(provider, name, args...)   a named probe with up to 6 integer arguments
  *   BOOTPROF_ENABLED(provider, name)          1 when the probe is enabled, else 0
@@ -12,9 +12,90 @@
  * Arguments are converted to `unsigned long` (pointers and integers; the runtime hands them to
  * handlers as the call's integer argument registers). Define BOOTPROF_NO_PROBES to compile every
  * probe out (the no-probe baseline).
+ *
+ * The runtime (libbootprof_runtime, linked into every program bootprof-link rewrites) finds the
+ * sites; the functions below enable and disable them by pattern (`provider:name` for probes, the
+ * function name for -pg / -finstrument-functions hooks; ftrace wildcards `x*`, `*x`, `*x*`, `*`)
+ * and register handlers. Functions returning int return a count (or 0) on success, -1 on error
+ * with the reason in bootprof_last_error().
  */
 #ifndef BOOTPROF_H
 #define BOOTPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum bootprof_kind {
+    BOOTPROF_KIND_PROBE = 1,
+    BOOTPROF_KIND_ISENABLED = 2,
+    BOOTPROF_KIND_MCOUNT = 3,
+    BOOTPROF_KIND_FENTRY = 4,
+    BOOTPROF_KIND_CYG_ENTER = 5,
+    BOOTPROF_KIND_CYG_EXIT = 6,
+};
+
+enum bootprof_mode {
+    BOOTPROF_MODE_TRAP = 1, /* int3 over the site; the SIGTRAP handler dispatches */
+    BOOTPROF_MODE_CALL = 2, /* the call to the site's stub is put back (faster) */
+};
+
+/* What a handler receives. */
+struct bootprof_hit {
+    uint32_t site_id;
+    uint8_t kind;             /* enum bootprof_kind */
+    uint8_t via;              /* enum bootprof_mode */
+    uint16_t reserved;
+    const char *provider;     /* "" for hooks */
+    const char *name;         /* probe name, or the hook symbol */
+    const char *function;     /* enclosing function */
+    uint64_t site;            /* address of the site */
+    uint64_t function_addr;   /* address of the enclosing function */
+    uint64_t parent;          /* hooks: where the function returns to; else 0 */
+    uint64_t args[6];         /* rdi, rsi, rdx, rcx, r8, r9 at the call */
+    uint32_t tid;
+    uint32_t reserved2;
+    uint64_t tsc;             /* time stamp counter at the hit */
+};
+
+/* One site, from bootprof_site_info. */
+struct bootprof_site {
+    uint32_t id;
+    uint8_t kind;             /* enum bootprof_kind */
+    uint8_t mode;             /* 0 disabled, or enum bootprof_mode */
+    uint16_t reserved;
+    uint64_t address;
+    const char *provider;
+    const char *name;
+    const char *function;
+    uint32_t func_offset;
+    uint32_t reserved2;
+    uint64_t hits;
+};
+
+/* Called on every hit of a matching enabled site, on the hitting thread; in trap mode from a
+ * SIGTRAP handler (use async-signal-safe code). Probes hit inside a handler are not dispatched. */
+typedef void (*bootprof_handler_fn)(const struct bootprof_hit *hit, void *cookie);
+
+int bootprof_enable(const char *pattern);                 /* trap mode */
+int bootprof_enable_mode(const char *pattern, int mode);  /* enum bootprof_mode */
+int bootprof_disable(const char *pattern);
+int bootprof_notrace(const char *pattern);                /* never enable these (exclusion wins) */
+void bootprof_clear_notrace(void);
+int bootprof_add_handler(const char *pattern, bootprof_handler_fn fn, void *cookie);
+int bootprof_remove_handler(int id);
+int64_t bootprof_hits(const char *pattern);               /* sum of the matching sites' hit counts */
+size_t bootprof_site_count(void);
+int bootprof_site_info(size_t i, struct bootprof_site *out);
+int bootprof_check(void);                                 /* 0 if the program took SIGTRAP from us */
+const char *bootprof_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #ifdef BOOTPROF_NO_PROBES
 

@@ -1,0 +1,244 @@
+//! The C API (`runtime/include/bootprof.h`), and the registration entry point every object linked
+//! by `bootprof-link` calls from its constructor.
+//!
+//! Functions returning `int` return a count or 0 on success, and -1 on error, with the message
+//! in [`bootprof_last_error`].
+
+use crate::dispatch::HandlerFn;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn fail(msg: impl std::fmt::Display) -> c_int {
+    let msg = CString::new(msg.to_string().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = msg);
+    -1
+}
+
+/// The message of the last failed call on this thread.
+#[no_mangle]
+pub extern "C" fn bootprof_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+unsafe fn text<'a>(p: *const c_char) -> Result<&'a str, c_int> {
+    if p.is_null() {
+        return Err(fail("NULL pattern"));
+    }
+    // SAFETY: per the contract.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| fail("pattern is not UTF-8"))
+}
+
+fn count(r: Result<usize, crate::Error>) -> c_int {
+    match r {
+        Ok(n) => n.min(c_int::MAX as usize) as c_int,
+        Err(e) => fail(e),
+    }
+}
+
+/// Records an object's site table and points its stubs' dispatch pointers at the runtime.
+///
+/// # Safety
+/// Called by the constructor `bootprof-link` generates, with the object's own table bounds and
+/// its three-pointer dispatch table.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, ptrs: *mut usize) {
+    crate::dispatch::install_fork_handler();
+    if !ptrs.is_null() {
+        for (i, t) in crate::dispatch::trampolines().into_iter().enumerate() {
+            // SAFETY: the stub object's pointer table has three writable slots.
+            unsafe { std::ptr::write_volatile(ptrs.add(i), t) };
+        }
+    }
+    // SAFETY: the bounds come from the linker for this object.
+    unsafe { crate::registry::register_table(start, stop) };
+    crate::apply_environment();
+}
+
+/// Enables the sites matching `pattern` in trap mode; returns how many changed, or -1.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_enable(pattern: *const c_char) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { bootprof_enable_mode(pattern, crate::Mode::Trap as c_int) }
+}
+
+/// Enables the sites matching `pattern` in `mode` (1 trap, 2 call); returns how many changed.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_enable_mode(pattern: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: per the contract.
+    let p = match unsafe { text(pattern) } {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let mode = match mode {
+        1 => crate::Mode::Trap,
+        2 => crate::Mode::Call,
+        _ => return fail(format!("mode {mode} is neither 1 (trap) nor 2 (call)")),
+    };
+    count(crate::enable_with(p, mode))
+}
+
+/// Disables the sites matching `pattern`; returns how many changed, or -1.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_disable(pattern: *const c_char) -> c_int {
+    // SAFETY: per the contract.
+    match unsafe { text(pattern) } {
+        Ok(p) => count(crate::disable(p)),
+        Err(e) => e,
+    }
+}
+
+/// Adds a notrace pattern; 0 or -1.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
+    // SAFETY: per the contract.
+    match unsafe { text(pattern) } {
+        Ok(p) => crate::notrace(p).map_or_else(fail, |()| 0),
+        Err(e) => e,
+    }
+}
+
+/// Removes every notrace pattern.
+#[no_mangle]
+pub extern "C" fn bootprof_clear_notrace() {
+    crate::clear_notrace();
+}
+
+/// Registers `func(hit, cookie)` for the sites matching `pattern`; returns the handler's id.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string; `func` must be safe to call from any thread and
+/// from a signal handler (trap mode).
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_add_handler(
+    pattern: *const c_char,
+    func: Option<HandlerFn>,
+    cookie: *mut c_void,
+) -> c_int {
+    // SAFETY: per the contract.
+    let p = match unsafe { text(pattern) } {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let Some(func) = func else {
+        return fail("NULL handler");
+    };
+    match crate::add_handler_fn(p, func, cookie) {
+        Ok(id) => id.0 as c_int,
+        Err(e) => fail(e),
+    }
+}
+
+/// Removes handler `id`; 0, or -1 if there is none.
+#[no_mangle]
+pub extern "C" fn bootprof_remove_handler(id: c_int) -> c_int {
+    if id >= 0 && crate::remove_handler(crate::HandlerId(id as usize)) {
+        0
+    } else {
+        fail(format!("no handler {id}"))
+    }
+}
+
+/// The sum of the hit counters of the sites matching `pattern`, or -1.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
+    // SAFETY: per the contract.
+    match unsafe { text(pattern) } {
+        Ok(p) => crate::hits(p).map_or_else(|e| i64::from(fail(e)), |n| n as i64),
+        Err(e) => i64::from(e),
+    }
+}
+
+/// Number of registered sites.
+#[no_mangle]
+pub extern "C" fn bootprof_site_count() -> usize {
+    crate::registry::lock().sites.len()
+}
+
+/// One site, for `bootprof_site_info` (layout is `struct bootprof_site`).
+#[repr(C)]
+pub struct CSite {
+    /// Id.
+    pub id: u32,
+    /// Kind (`BOOTPROF_KIND_*`).
+    pub kind: u8,
+    /// 0 disabled, 1 trap, 2 call.
+    pub mode: u8,
+    /// Reserved.
+    pub reserved: u16,
+    /// Address.
+    pub address: u64,
+    /// Provider.
+    pub provider: *const c_char,
+    /// Name.
+    pub name: *const c_char,
+    /// Function.
+    pub function: *const c_char,
+    /// Offset in the function.
+    pub func_offset: u32,
+    /// Reserved.
+    pub reserved2: u32,
+    /// Hits so far.
+    pub hits: u64,
+}
+
+/// Fills `out` with site `i` (0 <= i < bootprof_site_count()); 0, or -1 if out of range.
+///
+/// # Safety
+/// `out` must point to a writable `struct bootprof_site`.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int {
+    let reg = crate::registry::lock();
+    let Some(s) = reg.sites.get(i) else {
+        return fail(format!("no site {i}"));
+    };
+    let mode = match s.state() {
+        crate::registry::TRAP => 1,
+        crate::registry::CALL | crate::registry::ENABLING_CALL => 2,
+        _ => 0,
+    };
+    let site = CSite {
+        id: s.id,
+        kind: s.kind as u8,
+        mode,
+        reserved: 0,
+        address: s.addr,
+        provider: s.c_provider.cast(),
+        name: s.c_name.cast(),
+        function: s.c_function.cast(),
+        func_offset: s.func_offset,
+        reserved2: 0,
+        hits: s.hits.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    // SAFETY: per the contract.
+    unsafe { out.write(site) };
+    0
+}
+
+/// 1 if the runtime owns SIGTRAP (or needs not), 0 if the program replaced its handler.
+#[no_mangle]
+pub extern "C" fn bootprof_check() -> c_int {
+    c_int::from(crate::check())
+}

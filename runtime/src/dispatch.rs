@@ -1,0 +1,337 @@
+//! Dispatch: takes a hit (from the SIGTRAP handler in trap mode, or from a stub through the
+//! trampolines below in call mode); hands a [`Hit`] to every handler whose pattern matches the
+//! site, with a per-thread guard so a handler that fires probes itself is not re-entered.
+//!
+//! Call mode: the site calls its stub, the stub loads its name into `r11` and jumps through the
+//! object's pointer table to one of three trampolines here (probe, is-enabled, hook). A trampoline
+//! saves every argument register, `rax`, `r10`, `r11` and `xmm0`-`xmm7` (a hook runs before the
+//! function's own code, so all of the function's arguments must survive), calls
+//! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
+//! is-enabled sites the saved `rax` is set to 1 or 0.
+
+use crate::registry::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a handler receives. Layout is part of the C API (`struct bootprof_hit`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Hit {
+    /// The site's id (registration order).
+    pub site_id: u32,
+    /// The site's kind ([`bootprof_format::Kind`] as a byte).
+    pub kind: u8,
+    /// 1: trap mode, 2: call mode.
+    pub via: u8,
+    /// Reserved.
+    pub reserved: u16,
+    /// Provider (empty for hooks), NUL-terminated.
+    pub provider: *const u8,
+    /// Probe name (the hook symbol for hooks), NUL-terminated.
+    pub name: *const u8,
+    /// Enclosing function, NUL-terminated.
+    pub function: *const u8,
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the enclosing function.
+    pub function_addr: u64,
+    /// For function hooks: the address the function will return to (its caller); else 0.
+    pub parent: u64,
+    /// The call's integer arguments: rdi, rsi, rdx, rcx, r8, r9.
+    pub args: [u64; 6],
+    /// Thread id.
+    pub tid: u32,
+    /// Reserved.
+    pub reserved2: u32,
+    /// Time stamp counter at the hit.
+    pub tsc: u64,
+}
+
+impl Hit {
+    fn str_at(p: *const u8) -> &'static str {
+        if p.is_null() {
+            return "";
+        }
+        // SAFETY: every pointer in a Hit is one of the table's NUL-terminated static strings.
+        unsafe { std::ffi::CStr::from_ptr(p as *const std::ffi::c_char) }
+            .to_str()
+            .unwrap_or("?")
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &'static str {
+        Self::str_at(self.provider)
+    }
+
+    /// The probe name (or the hook symbol).
+    pub fn name(&self) -> &'static str {
+        Self::str_at(self.name)
+    }
+
+    /// The enclosing function.
+    pub fn function(&self) -> &'static str {
+        Self::str_at(self.function)
+    }
+}
+
+/// A handler: called with the hit and the cookie given at registration.
+pub type HandlerFn = extern "C" fn(hit: *const Hit, cookie: *mut std::ffi::c_void);
+
+/// Handler slots, read without a lock on the hit path: function and cookie.
+static SLOTS: [(AtomicUsize, AtomicUsize); MAX_HANDLERS] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; MAX_HANDLERS];
+
+pub(crate) fn set_slot(slot: usize, value: Option<(HandlerFn, usize)>) {
+    match value {
+        Some((f, cookie)) => {
+            SLOTS[slot].1.store(cookie, Ordering::Release);
+            SLOTS[slot].0.store(f as usize, Ordering::Release);
+        }
+        None => SLOTS[slot].0.store(0, Ordering::Release),
+    }
+}
+
+thread_local! {
+    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The calling thread's id, cached (and reset in a forked child).
+pub(crate) fn tid() -> u32 {
+    TID.with(|t| {
+        let v = t.get();
+        if v != 0 {
+            return v;
+        }
+        // SAFETY: gettid has no arguments.
+        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        t.set(v);
+        v
+    })
+}
+
+pub(crate) fn forget_tid() {
+    TID.with(|t| t.set(0));
+}
+
+/// Reads the time stamp counter.
+#[inline]
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc is available on every x86-64 CPU.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Counts the hit and runs the site's handlers. `args` are rdi..r9.
+pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
+    let entered = IN_HANDLER.with(|g| !g.replace(true));
+    if !entered {
+        return;
+    }
+    site.hits.fetch_add(1, Ordering::Relaxed);
+    let mut mask = site.handlers.load(Ordering::Acquire);
+    if mask != 0 {
+        let hit = Hit {
+            site_id: site.id,
+            kind: site.kind as u8,
+            via,
+            reserved: 0,
+            provider: site.c_provider,
+            name: site.c_name,
+            function: site.c_function,
+            site: site.addr,
+            function_addr: site.addr - u64::from(site.func_offset),
+            parent,
+            args,
+            tid: tid(),
+            reserved2: 0,
+            tsc: rdtsc(),
+        };
+        while mask != 0 {
+            let slot = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let f = SLOTS[slot].0.load(Ordering::Acquire);
+            if f != 0 {
+                let cookie = SLOTS[slot].1.load(Ordering::Acquire);
+                // SAFETY: only HandlerFn values are stored in a slot.
+                let f: HandlerFn = unsafe { std::mem::transmute::<usize, HandlerFn>(f) };
+                f(&hit, cookie as *mut std::ffi::c_void);
+            }
+        }
+    }
+    IN_HANDLER.with(|g| g.set(false));
+}
+
+/// The registers a trampoline saved, in memory order (lowest address first).
+#[repr(C)]
+pub struct Frame {
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    rcx: u64,
+    rdx: u64,
+    rsi: u64,
+    rdi: u64,
+    rax: u64,
+    rbp: u64,
+    ret: u64,
+    /// For a hook: the function's own return address (the word above the site's call).
+    above: u64,
+}
+
+/// Entered from a trampoline in call mode. `class` is 0 (probe), 1 (is-enabled) or 2 (hook).
+///
+/// # Safety
+/// Only the trampolines call this, with their saved-register frame.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
+    // SAFETY: the trampoline passes its own frame.
+    let frame = unsafe { &mut *frame };
+    let Some(index) = registry::index() else {
+        return;
+    };
+    // A call site returns to site + 5 (call mode always writes a 5-byte call).
+    let site = match index.lookup(frame.ret.wrapping_sub(5)) {
+        Some(s) if !s.is_tail() => Some(s),
+        // A tail site jumped: no return address of its own; find it by its stub.
+        _ => index.tails.get(&frame.r11).and_then(|v| {
+            v.iter()
+                .copied()
+                .find(|s| matches!(s.state(), CALL | ENABLING_CALL))
+        }),
+    };
+    let Some(site) = site else {
+        if class == 1 {
+            frame.rax = 0;
+        }
+        return;
+    };
+    let enabled = matches!(site.state(), CALL | ENABLING_CALL);
+    if class == 1 {
+        frame.rax = u64::from(enabled);
+    }
+    if !enabled {
+        return;
+    }
+    let parent = match site.kind {
+        bootprof_format::Kind::Fentry => frame.above,
+        bootprof_format::Kind::Mcount => {
+            // The function's prologue set rbp; its return address sits above the saved rbp.
+            // SAFETY: -pg code keeps a frame pointer; rbp points at the function's frame.
+            unsafe { *((frame.rbp + 8) as *const u64) }
+        }
+        _ => 0,
+    };
+    let args = [
+        frame.rdi, frame.rsi, frame.rdx, frame.rcx, frame.r8, frame.r9,
+    ];
+    fire(site, args, parent, 2);
+}
+
+macro_rules! trampoline {
+    ($name:literal, $class:literal) => {
+        concat!(
+            ".pushsection .text.",
+            $name,
+            ",\"ax\",@progbits\n",
+            ".globl ",
+            $name,
+            "\n",
+            ".hidden ",
+            $name,
+            "\n",
+            ".type ",
+            $name,
+            ",@function\n",
+            ".p2align 4\n",
+            $name,
+            ":\n",
+            "    push %rbp\n",
+            "    mov %rsp, %rbp\n",
+            "    push %rax\n",
+            "    push %rdi\n",
+            "    push %rsi\n",
+            "    push %rdx\n",
+            "    push %rcx\n",
+            "    push %r8\n",
+            "    push %r9\n",
+            "    push %r10\n",
+            "    push %r11\n",
+            "    sub $136, %rsp\n",
+            "    and $-16, %rsp\n",
+            "    movdqu %xmm0, 0(%rsp)\n",
+            "    movdqu %xmm1, 16(%rsp)\n",
+            "    movdqu %xmm2, 32(%rsp)\n",
+            "    movdqu %xmm3, 48(%rsp)\n",
+            "    movdqu %xmm4, 64(%rsp)\n",
+            "    movdqu %xmm5, 80(%rsp)\n",
+            "    movdqu %xmm6, 96(%rsp)\n",
+            "    movdqu %xmm7, 112(%rsp)\n",
+            "    lea -72(%rbp), %rdi\n",
+            "    mov $",
+            $class,
+            ", %esi\n",
+            "    call bootprof_dispatch_call\n",
+            "    movdqu 0(%rsp), %xmm0\n",
+            "    movdqu 16(%rsp), %xmm1\n",
+            "    movdqu 32(%rsp), %xmm2\n",
+            "    movdqu 48(%rsp), %xmm3\n",
+            "    movdqu 64(%rsp), %xmm4\n",
+            "    movdqu 80(%rsp), %xmm5\n",
+            "    movdqu 96(%rsp), %xmm6\n",
+            "    movdqu 112(%rsp), %xmm7\n",
+            "    lea -72(%rbp), %rsp\n",
+            "    pop %r11\n",
+            "    pop %r10\n",
+            "    pop %r9\n",
+            "    pop %r8\n",
+            "    pop %rcx\n",
+            "    pop %rdx\n",
+            "    pop %rsi\n",
+            "    pop %rdi\n",
+            "    pop %rax\n",
+            "    pop %rbp\n",
+            "    ret\n",
+            ".size ",
+            $name,
+            ", .-",
+            $name,
+            "\n",
+            ".popsection\n"
+        )
+    };
+}
+
+core::arch::global_asm!(
+    trampoline!("bootprof_tramp_probe", "0"),
+    trampoline!("bootprof_tramp_isenabled", "1"),
+    trampoline!("bootprof_tramp_hook", "2"),
+    options(att_syntax)
+);
+
+extern "C" {
+    fn bootprof_tramp_probe();
+    fn bootprof_tramp_isenabled();
+    fn bootprof_tramp_hook();
+}
+
+/// The three dispatcher addresses a stub object's pointer table receives.
+pub(crate) fn trampolines() -> [usize; 3] {
+    [
+        bootprof_tramp_probe as *const () as usize,
+        bootprof_tramp_isenabled as *const () as usize,
+        bootprof_tramp_hook as *const () as usize,
+    ]
+}
+
+/// Makes a forked child forget the parent's cached thread id.
+pub(crate) fn install_fork_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn child() {
+        forget_tid();
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler with no preconditions.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    });
+}

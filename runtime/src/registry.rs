@@ -1,0 +1,458 @@
+//! The registry: takes the site tables the loaded objects register; hands on the lookup structure
+//! the dispatchers use (an immutable, sorted snapshot swapped in atomically, so a SIGTRAP handler
+//! reads it without a lock) and carries out enable/disable with the cross-modifying protocol.
+
+use crate::pattern::{Pattern, PatternError};
+use crate::text::{self, TextError};
+use bootprof_format::{self as format, Form, Kind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+/// How an enabled site fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mode {
+    /// `int3` over the first byte; the SIGTRAP handler dispatches.
+    Trap = 1,
+    /// The call to the site's stub is put back; the stub enters the dispatcher.
+    Call = 2,
+}
+
+pub(crate) const DISABLED: u8 = 0;
+pub(crate) const TRAP: u8 = 1;
+pub(crate) const CALL: u8 = 2;
+/// `int3` is on the first byte on the way from disabled to call mode.
+pub(crate) const ENABLING_CALL: u8 = 3;
+/// `int3` is on the first byte on the way from call mode to disabled.
+pub(crate) const DISABLING_CALL: u8 = 4;
+
+/// One site of a loaded object.
+pub struct SiteRec {
+    /// Index in registration order: the probe id handlers see.
+    pub id: u32,
+    /// Address of the site.
+    pub addr: u64,
+    /// Kind of site.
+    pub kind: Kind,
+    /// The instruction it was.
+    pub form: Form,
+    /// Address of its stub.
+    pub target: u64,
+    /// Provider (empty for hooks).
+    pub provider: &'static str,
+    /// Probe name (the hook symbol for hooks).
+    pub name: &'static str,
+    /// Enclosing function (empty if unknown).
+    pub function: &'static str,
+    /// Offset in the function.
+    pub func_offset: u32,
+    /// What patterns match: `provider:name` for probes, the function for hooks.
+    pub match_name: &'static str,
+    /// NUL-terminated C strings of the names, for the C API.
+    pub(crate) c_provider: *const u8,
+    pub(crate) c_name: *const u8,
+    pub(crate) c_function: *const u8,
+    /// Address of the stub's name string (what a stub loads into r11).
+    pub(crate) stub_id: u64,
+    /// The bytes of the disabled site.
+    pub(crate) nop: [u8; 8],
+    /// One of the state constants.
+    pub(crate) state: AtomicU8,
+    /// Bit i set: handler i wants this site.
+    pub(crate) handlers: AtomicU64,
+    /// Hits since start.
+    pub(crate) hits: AtomicU64,
+}
+
+// SAFETY: the raw pointers point into the loaded objects' read-only data, shared by all threads.
+unsafe impl Sync for SiteRec {}
+// SAFETY: as above.
+unsafe impl Send for SiteRec {}
+
+impl SiteRec {
+    /// The current state.
+    pub fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Length of the site in bytes.
+    pub fn site_len(&self) -> usize {
+        self.form.len()
+    }
+
+    /// Whether the site is a tail jump.
+    pub fn is_tail(&self) -> bool {
+        self.form.is_tail()
+    }
+
+    /// The bytes an enabled call-mode site holds: a call (or, for a tail site, a jump) to its
+    /// stub, padded with a one-byte NOP for six-byte sites.
+    fn call_bytes(&self) -> Option<[u8; 8]> {
+        let rel = self.target as i64 - (self.addr as i64 + 5);
+        let rel = i32::try_from(rel).ok()?;
+        let mut b = [0u8; 8];
+        b[0] = if self.is_tail() { 0xe9 } else { 0xe8 };
+        b[1..5].copy_from_slice(&rel.to_le_bytes());
+        if self.site_len() == 6 {
+            b[5] = 0x90;
+        }
+        Some(b)
+    }
+}
+
+/// The lookup snapshot: sites sorted by address.
+pub(crate) struct Index {
+    pub addrs: Vec<u64>,
+    pub sites: Vec<&'static SiteRec>,
+    /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
+    /// no return address of their own).
+    pub tails: HashMap<u64, Vec<&'static SiteRec>>,
+}
+
+impl Index {
+    /// The site at exactly `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
+        self.addrs.binary_search(&addr).ok().map(|i| self.sites[i])
+    }
+}
+
+static INDEX: AtomicPtr<Index> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The current snapshot (empty before the first registration).
+pub(crate) fn index() -> Option<&'static Index> {
+    // SAFETY: snapshots are leaked, never freed, once published.
+    unsafe { INDEX.load(Ordering::Acquire).as_ref() }
+}
+
+/// A registered handler, as the registry keeps it (the hit path reads `dispatch`'s slots).
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub pattern: Pattern,
+}
+
+/// Maximum number of handlers at once (one bit each in a site's mask).
+pub const MAX_HANDLERS: usize = 64;
+
+pub(crate) struct Registry {
+    pub sites: Vec<&'static SiteRec>,
+    pub notrace: Vec<Pattern>,
+    pub handlers: Vec<Option<Handler>>,
+}
+
+pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    sites: Vec::new(),
+    notrace: Vec::new(),
+    handlers: Vec::new(),
+});
+
+pub(crate) fn lock() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why an enable or disable failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The pattern is malformed.
+    Pattern(PatternError),
+    /// Code could not be written; no site was changed.
+    Text(TextError),
+    /// A call-mode site's stub is out of reach of a 32-bit displacement.
+    Unreachable(u64),
+    /// All handler slots are taken.
+    TooManyHandlers,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Pattern(e) => e.fmt(f),
+            Error::Text(e) => e.fmt(f),
+            Error::Unreachable(a) => write!(f, "site {a:#x} cannot reach its stub with a call"),
+            Error::TooManyHandlers => write!(f, "more than {MAX_HANDLERS} handlers"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<PatternError> for Error {
+    fn from(e: PatternError) -> Self {
+        Error::Pattern(e)
+    }
+}
+
+/// Reads the NUL-terminated string at `addr`.
+///
+/// # Safety
+/// `addr` must point at a NUL-terminated string that lives for the rest of the program.
+unsafe fn static_str(addr: Option<u64>) -> (&'static str, *const u8) {
+    match addr {
+        // SAFETY: per the contract.
+        Some(a) => unsafe {
+            let c = std::ffi::CStr::from_ptr(a as *const std::ffi::c_char);
+            (c.to_str().unwrap_or("?"), a as *const u8)
+        },
+        None => ("", c"".as_ptr() as *const u8),
+    }
+}
+
+/// Records the table `[start, stop)` of one loaded object. Returns the number of sites.
+///
+/// # Safety
+/// `start..stop` must be a `bootprof_sites` table of a loaded object that is never unloaded.
+pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize {
+    if start.is_null() || stop <= start {
+        return 0;
+    }
+    // SAFETY: per the contract.
+    let bytes = unsafe { std::slice::from_raw_parts(start, stop as usize - start as usize) };
+    let mut reg = lock();
+    let first_id = reg.sites.len() as u32;
+    let mut new = Vec::new();
+    for (i, site) in format::sites(bytes, start as u64).enumerate() {
+        let Ok(site) = site else {
+            crate::note(&format!("ignoring a malformed site table at {start:p}"));
+            break;
+        };
+        // SAFETY: the names are NUL-terminated strings in the object's read-only data.
+        let (provider, c_provider) = unsafe { static_str(site.provider) };
+        // SAFETY: as above.
+        let (name, c_name) = unsafe { static_str(site.name) };
+        // SAFETY: as above.
+        let (function, c_function) = unsafe { static_str(site.function) };
+        let match_name: &'static str = if site.kind.is_hook() {
+            function
+        } else {
+            Box::leak(format!("{provider}:{name}").into_boxed_str())
+        };
+        // The stub starts `lea rel32(%rip), %r11` (4c 8d 1d rel32): its name string is the id.
+        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
+        let stub_id = unsafe {
+            let p = site.target as *const u8;
+            if site.target != 0 && std::slice::from_raw_parts(p, 3) == [0x4c, 0x8d, 0x1d] {
+                let rel = i32::from_le_bytes(std::ptr::read_unaligned(p.add(3) as *const [u8; 4]));
+                (site.target as i64 + 7 + rel as i64) as u64
+            } else {
+                0
+            }
+        };
+        let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
+            id: first_id + i as u32,
+            addr: site.site,
+            kind: site.kind,
+            form: site.form,
+            target: site.target,
+            provider,
+            name,
+            function,
+            func_offset: site.func_offset,
+            match_name,
+            c_provider,
+            c_name,
+            c_function,
+            stub_id,
+            nop: format::disabled_bytes(site.kind, site.form),
+            state: AtomicU8::new(DISABLED),
+            handlers: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+        }));
+        let mut mask = 0u64;
+        for (h, handler) in reg.handlers.iter().enumerate() {
+            if handler
+                .as_ref()
+                .is_some_and(|h| h.pattern.matches(rec.match_name))
+            {
+                mask |= 1 << h;
+            }
+        }
+        rec.handlers.store(mask, Ordering::Relaxed);
+        new.push(rec);
+    }
+    let count = new.len();
+    reg.sites.extend(new);
+    publish(&reg);
+    count
+}
+
+/// Builds and publishes a new snapshot of `reg`'s sites.
+fn publish(reg: &Registry) {
+    let mut sites = reg.sites.clone();
+    sites.sort_by_key(|s| s.addr);
+    let addrs = sites.iter().map(|s| s.addr).collect();
+    let mut tails: HashMap<u64, Vec<&'static SiteRec>> = HashMap::new();
+    for s in sites.iter().filter(|s| s.is_tail() && s.stub_id != 0) {
+        tails.entry(s.stub_id).or_default().push(s);
+    }
+    let index = Box::into_raw(Box::new(Index {
+        addrs,
+        sites,
+        tails,
+    }));
+    // The old snapshot may still be read by a signal handler: it is leaked, not freed.
+    INDEX.store(index, Ordering::Release);
+}
+
+/// Changes the state of every site matching `pattern` (and no `notrace` pattern) to `to`
+/// (`DISABLED`, `TRAP` or `CALL`), in one batch. Returns how many sites changed.
+pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
+    let pattern = Pattern::parse(pattern)?;
+    let reg = lock();
+    let chosen: Vec<&'static SiteRec> = reg
+        .sites
+        .iter()
+        .copied()
+        .filter(|s| pattern.matches(s.match_name))
+        .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| n.matches(s.match_name)))
+        .filter(|s| s.state() != to)
+        .collect();
+    if chosen.is_empty() {
+        return Ok(0);
+    }
+    if to != DISABLED {
+        crate::trap::install();
+    }
+    // Leave the old mode first: trap sites back to NOP, call sites through the protocol.
+    let from_trap: Vec<_> = chosen
+        .iter()
+        .copied()
+        .filter(|s| s.state() == TRAP)
+        .collect();
+    let from_call: Vec<_> = chosen
+        .iter()
+        .copied()
+        .filter(|s| s.state() == CALL)
+        .collect();
+    disable_trap(&from_trap)?;
+    switch_call(&from_call, false)?;
+    match to {
+        TRAP => enable_trap(&chosen)?,
+        CALL => switch_call(&chosen, true)?,
+        _ => {}
+    }
+    Ok(chosen.len())
+}
+
+fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
+    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    for s in sites {
+        s.state.store(TRAP, Ordering::Release);
+    }
+    // SAFETY: an int3 over the first byte of a NOP is a single-byte store of a valid instruction.
+    if let Err(e) = unsafe { text::write_batch(&writes) } {
+        for s in sites {
+            s.state.store(DISABLED, Ordering::Release);
+        }
+        return Err(Error::Text(e));
+    }
+    text::sync_cores();
+    Ok(())
+}
+
+fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
+    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &s.nop[..1])).collect();
+    // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
+    // handler to re-execute the NOP.
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    for s in sites {
+        s.state.store(DISABLED, Ordering::Release);
+    }
+    text::sync_cores();
+    Ok(())
+}
+
+/// Moves `sites` from disabled to call mode (`enable`) or back, with the int3 bridge:
+/// int3 on byte 0 -> sync -> bytes 1.. -> sync -> byte 0 -> sync. A thread that meets the int3 is
+/// handled by the SIGTRAP handler as the old or new instruction, by the transient state.
+fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
+    if sites.is_empty() {
+        return Ok(());
+    }
+    let mut new = Vec::with_capacity(sites.len());
+    for s in sites {
+        new.push(if enable {
+            s.call_bytes().ok_or(Error::Unreachable(s.addr))?
+        } else {
+            s.nop
+        });
+    }
+    let (transient, done) = if enable {
+        (ENABLING_CALL, CALL)
+    } else {
+        (DISABLING_CALL, DISABLED)
+    };
+    for s in sites {
+        s.state.store(transient, Ordering::Release);
+    }
+    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
+    // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
+    // resumes elsewhere) or as the complete old or new instruction.
+    let step1 = unsafe { text::write_batch(&int3) };
+    if let Err(e) = step1 {
+        for s in sites {
+            s.state
+                .store(if enable { DISABLED } else { CALL }, Ordering::Release);
+        }
+        return Err(Error::Text(e));
+    }
+    text::sync_cores();
+    let rest: Vec<(u64, &[u8])> = sites
+        .iter()
+        .zip(&new)
+        .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()]))
+        .collect();
+    // SAFETY: see above; the same pages were writable a moment ago.
+    unsafe { text::write_batch(&rest) }.map_err(Error::Text)?;
+    text::sync_cores();
+    let first: Vec<(u64, &[u8])> = sites
+        .iter()
+        .zip(&new)
+        .map(|(s, b)| (s.addr, &b[..1]))
+        .collect();
+    // SAFETY: see above.
+    unsafe { text::write_batch(&first) }.map_err(Error::Text)?;
+    text::sync_cores();
+    for s in sites {
+        s.state.store(done, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Adds a handler; returns its slot.
+pub(crate) fn add_handler(
+    pattern: &str,
+    func: crate::dispatch::HandlerFn,
+    cookie: usize,
+) -> Result<usize, Error> {
+    let pattern = Pattern::parse(pattern)?;
+    let mut reg = lock();
+    let slot = match reg.handlers.iter().position(Option::is_none) {
+        Some(i) => i,
+        None if reg.handlers.len() < MAX_HANDLERS => {
+            reg.handlers.push(None);
+            reg.handlers.len() - 1
+        }
+        None => return Err(Error::TooManyHandlers),
+    };
+    crate::dispatch::set_slot(slot, Some((func, cookie)));
+    for s in reg.sites.iter().filter(|s| pattern.matches(s.match_name)) {
+        s.handlers.fetch_or(1 << slot, Ordering::AcqRel);
+    }
+    reg.handlers[slot] = Some(Handler { pattern });
+    Ok(slot)
+}
+
+/// Removes handler `slot`; false if there was none.
+pub(crate) fn remove_handler(slot: usize) -> bool {
+    let mut reg = lock();
+    if reg.handlers.get(slot).is_none_or(Option::is_none) {
+        return false;
+    }
+    for s in &reg.sites {
+        s.handlers.fetch_and(!(1 << slot), Ordering::AcqRel);
+    }
+    crate::dispatch::set_slot(slot, None);
+    reg.handlers[slot] = None;
+    true
+}

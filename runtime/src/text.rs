@@ -1,0 +1,259 @@
+//! Writing the program's own code while other threads may be running it.
+//!
+//! Takes a batch of `(address, bytes)` writes; makes each page writable for the moment of the
+//! writes (`mprotect` to read-write-execute: execute is never dropped, other threads may be on the
+//! page) and puts its original protection back, read from `/proc/self/maps`. Where `mprotect` is
+//! refused (a W^X policy), the writes go through `/proc/self/mem` instead; when both fail, nothing
+//! has been written. [`sync_cores`] makes every thread of the process execute a serializing
+//! instruction, as Intel's cross-modifying-code rules ask before new bytes may be executed:
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`, or, on kernels without it, an
+//! `mprotect` on a private page, whose TLB shootdown interrupts every CPU running this process.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Why text could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextError {
+    /// The address that could not be written.
+    pub address: u64,
+    /// `errno` of `mprotect`.
+    pub mprotect_errno: i32,
+    /// `errno` of the `/proc/self/mem` write.
+    pub procmem_errno: i32,
+}
+
+impl std::fmt::Display for TextError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot write code at {:#x}: mprotect failed ({}), /proc/self/mem failed ({})",
+            self.address,
+            std::io::Error::from_raw_os_error(self.mprotect_errno),
+            std::io::Error::from_raw_os_error(self.procmem_errno)
+        )
+    }
+}
+
+impl std::error::Error for TextError {}
+
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_long = 1 << 5;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_long = 1 << 6;
+
+/// 0: not tried, 1: membarrier works, 2: fall back to mprotect.
+static SYNC_METHOD: AtomicU8 = AtomicU8::new(0);
+
+/// Forces the "write through /proc/self/mem" path (for tests of the fallback).
+pub(crate) static FORCE_PROCMEM: AtomicU8 = AtomicU8::new(0);
+
+/// Makes every thread of this process serialize its instruction stream.
+pub fn sync_cores() {
+    let mut method = SYNC_METHOD.load(Ordering::Acquire);
+    if method == 0 {
+        // SAFETY: membarrier takes two integer arguments and touches no memory of ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE,
+                0,
+            )
+        };
+        method = if r == 0 { 1 } else { 2 };
+        SYNC_METHOD.store(method, Ordering::Release);
+    }
+    if method == 1 {
+        // SAFETY: as above.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                0,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+    shootdown();
+}
+
+/// The fallback: changing a page's protection flushes the TLB of every CPU this process runs on,
+/// by an interrupt, and returning from an interrupt serializes.
+fn shootdown() {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let page = *PAGE.get_or_init(|| {
+        // SAFETY: an anonymous private mapping, never unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            // SAFETY: the page is ours and writable; touching it populates the TLB entry.
+            unsafe { std::ptr::write_volatile(p as *mut u8, 1) };
+        }
+        p as usize
+    });
+    if page != libc::MAP_FAILED as usize {
+        // SAFETY: the page is ours; only its protection changes.
+        unsafe {
+            libc::mprotect(page as *mut _, 4096, libc::PROT_READ);
+            libc::mprotect(page as *mut _, 4096, libc::PROT_READ | libc::PROT_WRITE);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// The protection of the mapping holding `addr`, from `/proc/self/maps`.
+fn original_protection(maps: &str, addr: usize) -> Option<libc::c_int> {
+    for line in maps.lines() {
+        let (range, rest) = line.split_once(' ')?;
+        let (lo, hi) = range.split_once('-')?;
+        let lo = usize::from_str_radix(lo, 16).ok()?;
+        let hi = usize::from_str_radix(hi, 16).ok()?;
+        if addr >= lo && addr < hi {
+            let p = rest.as_bytes();
+            let mut prot = 0;
+            if p.first() == Some(&b'r') {
+                prot |= libc::PROT_READ;
+            }
+            if p.get(1) == Some(&b'w') {
+                prot |= libc::PROT_WRITE;
+            }
+            if p.get(2) == Some(&b'x') {
+                prot |= libc::PROT_EXEC;
+            }
+            return Some(prot);
+        }
+    }
+    None
+}
+
+/// Writes every `(address, bytes)` of `writes`; byte stores, each byte with one store, in order.
+///
+/// # Safety
+/// Each write must be to this process's code, at a site whose old and new bytes are each valid
+/// for a thread to execute at any moment (the caller runs the cross-modifying protocol).
+pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let ps = page_size();
+    let mut pages: Vec<usize> = writes
+        .iter()
+        .flat_map(|&(a, b)| {
+            let first = a as usize & !(ps - 1);
+            let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
+            [first, last]
+        })
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let prots: Vec<libc::c_int> = pages
+        .iter()
+        .map(|&p| original_protection(&maps, p).unwrap_or(libc::PROT_READ | libc::PROT_EXEC))
+        .collect();
+    let mut opened = Vec::new();
+    let mut failed: Option<(u64, i32)> = None;
+    if FORCE_PROCMEM.load(Ordering::Relaxed) == 0 {
+        for &p in &pages {
+            // SAFETY: p is a page of our own code; we only add write permission.
+            let r = unsafe {
+                libc::mprotect(
+                    p as *mut _,
+                    ps,
+                    libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+                )
+            };
+            if r != 0 {
+                failed = Some((
+                    p as u64,
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+                ));
+                break;
+            }
+            opened.push(p);
+        }
+    } else {
+        failed = Some((pages[0] as u64, libc::EPERM));
+    }
+    if failed.is_none() {
+        for &(a, b) in writes {
+            for (i, &byte) in b.iter().enumerate() {
+                // SAFETY: the page is writable now and the caller vouches for the bytes.
+                unsafe { std::ptr::write_volatile((a as usize + i) as *mut u8, byte) };
+            }
+        }
+    }
+    for (&p, &prot) in pages.iter().zip(&prots).take(opened.len()) {
+        // SAFETY: restores the protection the page had.
+        unsafe { libc::mprotect(p as *mut _, ps, prot) };
+    }
+    let Some((_, mprotect_errno)) = failed else {
+        return Ok(());
+    };
+    write_procmem(writes).map_err(|(address, procmem_errno)| TextError {
+        address,
+        mprotect_errno,
+        procmem_errno,
+    })
+}
+
+/// Writes through `/proc/self/mem`, which the kernel allows even on read-only mappings. Checks
+/// first that every address can be written, so a failure leaves nothing half-written.
+fn write_procmem(writes: &[(u64, &[u8])]) -> Result<(), (u64, i32)> {
+    use std::os::unix::fs::FileExt;
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/mem")
+        .map_err(|e| (writes[0].0, errno(e)))?;
+    // Probe every site by writing back its current first byte (a no-op if it succeeds).
+    for &(a, _) in writes {
+        let mut cur = [0u8; 1];
+        mem.read_exact_at(&mut cur, a).map_err(|e| (a, errno(e)))?;
+        mem.write_all_at(&cur, a).map_err(|e| (a, errno(e)))?;
+    }
+    for &(a, b) in writes {
+        for (i, byte) in b.iter().enumerate() {
+            mem.write_all_at(std::slice::from_ref(byte), a + i as u64)
+                .map_err(|e| (a, errno(e)))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_from_maps() {
+        let maps =
+            "00400000-00401000 r-xp 00000000 08:01 1 /bin/x\n00601000-00602000 rw-p 0 0:0 0\n";
+        assert_eq!(
+            original_protection(maps, 0x400800),
+            Some(libc::PROT_READ | libc::PROT_EXEC)
+        );
+        assert_eq!(
+            original_protection(maps, 0x601000),
+            Some(libc::PROT_READ | libc::PROT_WRITE)
+        );
+        assert_eq!(original_protection(maps, 0x700000), None);
+    }
+}

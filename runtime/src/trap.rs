@@ -1,0 +1,159 @@
+//! Trap mode: the SIGTRAP handler. Takes the trap's saved registers; maps the PC (RIP-1) to a site
+//! through the registry's sorted snapshot; runs the handlers and resumes after the site as the
+//! enabled instruction would (a call returns, a tail jump returns to the caller, an is-enabled test
+//! yields 1). A trap that is not at one of our sites goes to the handler that was installed before
+//! ours, or to the default action, so a debugger's or `__builtin_debugtrap` breakpoint still works.
+
+use crate::dispatch;
+use crate::registry::{self, SiteRec, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
+use bootprof_format::Kind;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// The SIGTRAP disposition before ours (set once, never freed: the handler reads it).
+static PREVIOUS: std::sync::atomic::AtomicPtr<libc::sigaction> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Installs the SIGTRAP handler once.
+pub(crate) fn install() {
+    if INSTALLED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: a zeroed sigaction is a valid "no handler" value; we fill the fields we use.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigtrap as *const () as usize;
+        // NODEFER: a probe hit inside a handler (ours or the program's) must trap again.
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGTRAP, &sa, &mut old);
+        PREVIOUS.store(Box::into_raw(Box::new(old)), Ordering::Release);
+    }
+}
+
+/// Whether our SIGTRAP handler is still the installed one (false if the program replaced it
+/// after us, or if no probe was ever enabled).
+pub fn handler_in_place() -> bool {
+    if !INSTALLED.load(Ordering::Acquire) {
+        return false;
+    }
+    // SAFETY: querying the current disposition only.
+    unsafe {
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur);
+        cur.sa_sigaction == on_sigtrap as *const () as usize
+    }
+}
+
+const REG_RIP: usize = libc::REG_RIP as usize;
+const REG_RSP: usize = libc::REG_RSP as usize;
+const REG_RAX: usize = libc::REG_RAX as usize;
+const REG_RBP: usize = libc::REG_RBP as usize;
+
+extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext to an SA_SIGINFO handler.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    let g = &mut uc.uc_mcontext.gregs;
+    let pc = (g[REG_RIP] as u64).wrapping_sub(1);
+    let site = registry::index().and_then(|i| i.lookup(pc));
+    let Some(site) = site else {
+        return chain(sig, info, ctx);
+    };
+    // SAFETY: the site is in our own loaded code.
+    let byte = unsafe { std::ptr::read_volatile(pc as *const u8) };
+    if byte != 0xcc {
+        // The int3 was taken away after this thread hit it: run the site again as it is now.
+        g[REG_RIP] = pc as i64;
+        return;
+    }
+    match site.state() {
+        TRAP | ENABLING_CALL => {
+            let args = [
+                g[libc::REG_RDI as usize] as u64,
+                g[libc::REG_RSI as usize] as u64,
+                g[libc::REG_RDX as usize] as u64,
+                g[libc::REG_RCX as usize] as u64,
+                g[libc::REG_R8 as usize] as u64,
+                g[libc::REG_R9 as usize] as u64,
+            ];
+            let parent = parent(site, g[REG_RSP] as u64, g[REG_RBP] as u64);
+            dispatch::fire(site, args, parent, 1);
+            resume(site, g, true);
+        }
+        DISABLING_CALL | CALL => resume(site, g, false),
+        DISABLED => {
+            // Not our int3 (a debugger's breakpoint on one of our sites).
+            chain(sig, info, ctx)
+        }
+        _ => resume(site, g, false),
+    }
+}
+
+/// The address a hooked function returns to.
+fn parent(site: &SiteRec, rsp: u64, rbp: u64) -> u64 {
+    // SAFETY: at an fentry site the return address is on top of the stack; at an mcount site the
+    // prologue has set the frame pointer (-pg keeps one).
+    unsafe {
+        match site.kind {
+            Kind::Fentry => *(rsp as *const u64),
+            Kind::Mcount if rbp != 0 => *((rbp + 8) as *const u64),
+            _ => 0,
+        }
+    }
+}
+
+/// Resumes as the enabled (`enabled`) or disabled instruction would have run.
+fn resume(site: &SiteRec, g: &mut [libc::greg_t; 23], enabled: bool) {
+    if site.kind == Kind::IsEnabled {
+        g[REG_RAX] = i64::from(enabled);
+    }
+    if site.is_tail() {
+        // The jump's target returns to the caller: emulate its `ret`.
+        let rsp = g[REG_RSP] as u64;
+        // SAFETY: a tail jump leaves the caller's return address on top of the stack.
+        g[REG_RIP] = unsafe { *(rsp as *const u64) } as i64;
+        g[REG_RSP] = (rsp + 8) as i64;
+    } else {
+        g[REG_RIP] = (site.addr + site.site_len() as u64) as i64;
+    }
+}
+
+/// Hands the trap to the previous disposition.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let prev = PREVIOUS.load(Ordering::Acquire);
+    // SAFETY: set once before our handler was installed, never freed.
+    let Some(prev) = (unsafe { prev.as_ref() }) else {
+        return default_action(sig);
+    };
+    match prev.sa_sigaction {
+        libc::SIG_IGN => {}
+        libc::SIG_DFL => default_action(sig),
+        f if prev.sa_flags & libc::SA_SIGINFO != 0 => {
+            // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(f) };
+            f(sig, info, ctx);
+        }
+        f => {
+            // SAFETY: the previous handler was installed as a plain handler.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
+            f(sig);
+        }
+    }
+}
+
+/// The default action of SIGTRAP (terminate with a core dump), as if we were not there.
+fn default_action(sig: libc::c_int) {
+    // SAFETY: resets the disposition and re-raises: the process ends as it would have.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
