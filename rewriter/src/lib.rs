@@ -97,15 +97,39 @@ impl Drop for TempDir {
 /// shared objects (their tables register with the executable's runtime), for links without the
 /// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
 fn runtime_args(line: &args::LinkLine) -> Result<Vec<String>> {
-    let skip = line.options.no_runtime
-        || line.args.iter().any(|a| {
-            matches!(
-                a.as_str(),
-                "-shared" | "-nostdlib" | "-nodefaultlibs" | "-r"
-            ) || a.ends_with(".rlib")
-        });
-    if skip {
+    // `-u` pulls the runtime's registration entry point in (the stubs' constructor refers to
+    // it only weakly); shared objects loaded later find the executable's copy by its export.
+    let with_register = |middle: Vec<String>| {
+        let mut v = vec![format!("-Wl,-u,{}", stubs::REGISTER_SYMBOL)];
+        v.extend(middle);
+        v.push(format!(
+            "-Wl,--export-dynamic-symbol={}",
+            stubs::REGISTER_SYMBOL
+        ));
+        v
+    };
+    let shared_or_bare = line.args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-shared" | "-nostdlib" | "-nodefaultlibs" | "-r"
+        )
+    });
+    if line.options.no_runtime || shared_or_bare {
         return Ok(Vec::new());
+    }
+    if line.args.iter().any(|a| a.ends_with(".rlib")) {
+        // A Rust program has the runtime when it depends on the crate (one std is enough).
+        let has_runtime = line.args.iter().any(|a| {
+            std::path::Path::new(a)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libbootprof_runtime-") && n.ends_with(".rlib"))
+        });
+        return Ok(if has_runtime {
+            with_register(Vec::new())
+        } else {
+            Vec::new()
+        });
     }
     let lib = match std::env::var_os("BOOTPROF_RUNTIME") {
         Some(p) => std::path::PathBuf::from(p),
@@ -120,13 +144,7 @@ fn runtime_args(line: &args::LinkLine) -> Result<Vec<String>> {
             lib.display()
         )));
     }
-    Ok(vec![
-        format!("-Wl,-u,{}", stubs::REGISTER_SYMBOL),
-        lib.display().to_string(),
-        // Shared objects loaded later find the executable's runtime through this symbol.
-        format!("-Wl,--export-dynamic-symbol={}", stubs::REGISTER_SYMBOL),
-        "-lm".into(),
-    ])
+    Ok(with_register(vec![lib.display().to_string(), "-lm".into()]))
 }
 
 /// Runs `bootprof-link` with `argv` (without argv[0]); returns the process exit code.

@@ -15,6 +15,7 @@
 
 pub mod capi;
 pub mod dispatch;
+mod macros;
 pub mod pattern;
 pub mod registry;
 pub mod text;
