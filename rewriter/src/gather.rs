@@ -39,6 +39,8 @@ pub struct Gathered {
     pub relocations: usize,
     /// Sites patched.
     pub sites: usize,
+    /// Whether an input calls the runtime's API.
+    pub uses_runtime: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
 }
@@ -59,6 +61,7 @@ struct Done {
     objects: usize,
     relocations: usize,
     sites: usize,
+    uses_runtime: bool,
     notes: Vec<String>,
 }
 
@@ -67,6 +70,7 @@ impl Done {
         self.objects += 1;
         self.relocations += r.relocations;
         self.sites += r.sites.len();
+        self.uses_runtime |= r.uses_runtime;
         self.referenced
             .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
         self.defined.extend(r.defined.iter().cloned());
@@ -391,6 +395,7 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
         g.objects += done.objects;
         g.relocations += done.relocations;
         g.sites += done.sites;
+        g.uses_runtime |= done.uses_runtime;
         for (name, kind) in done.referenced {
             g.referenced.insert(name, kind);
         }

@@ -41,6 +41,8 @@ pub struct Rewritten {
     pub not_sites: Vec<NotASite>,
     /// Number of relocation entries in the object.
     pub relocations: usize,
+    /// Whether the object calls the runtime's API.
+    pub uses_runtime: bool,
 }
 
 /// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
@@ -59,6 +61,7 @@ pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
         defined: plan.defined,
         not_sites: plan.not_sites,
         relocations: plan.relocations,
+        uses_runtime: plan.uses_runtime,
     })
 }
 
@@ -178,6 +181,8 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
         let path = dir.path.join("bootprof-stubs.o");
         std::fs::write(&path, stubs).map_err(|e| Error::io(&path, e))?;
         args.push(path.display().to_string());
+    }
+    if !gathered.referenced.is_empty() || gathered.uses_runtime {
         args.extend(runtime_args(&line)?);
     }
     let code = link::final_link(&line, args, &dir.path)?;

@@ -73,6 +73,8 @@ pub struct Plan<'d> {
     pub not_sites: Vec<NotASite>,
     /// Number of relocation entries in the object.
     pub relocations: usize,
+    /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
+    pub uses_runtime: bool,
     /// The parsed object, kept for the writer when there are sites.
     pub(crate) object: Option<Parsed<'d>>,
 }
@@ -173,6 +175,9 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             )
         })?;
         let Some((kind, _, _)) = Kind::classify(name) else {
+            if name.starts_with(b"bootprof_") && sym.st_shndx(LE) == elf::SHN_UNDEF {
+                plan.uses_runtime = true;
+            }
             continue;
         };
         if sym.st_shndx(LE) == elf::SHN_UNDEF {

@@ -42,8 +42,17 @@ const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_long = 1 << 6
 /// 0: not tried, 1: membarrier works, 2: fall back to mprotect.
 static SYNC_METHOD: AtomicU8 = AtomicU8::new(0);
 
-/// Forces the "write through /proc/self/mem" path (for tests of the fallback).
-pub(crate) static FORCE_PROCMEM: AtomicU8 = AtomicU8::new(0);
+/// How code is written: `BOOTPROF_TEXT_WRITE=auto` (default: mprotect, then /proc/self/mem),
+/// `procmem` (skip mprotect, as where W^X refuses it) or `fail` (refuse both: for testing that a
+/// failed enable leaves every site as it was).
+fn write_policy() -> u8 {
+    static POLICY: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *POLICY.get_or_init(|| match std::env::var("BOOTPROF_TEXT_WRITE").as_deref() {
+        Ok("procmem") => 1,
+        Ok("fail") => 2,
+        _ => 0,
+    })
+}
 
 /// Makes every thread of this process serialize its instruction stream.
 pub fn sync_cores() {
@@ -169,7 +178,8 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
         .collect();
     let mut opened = Vec::new();
     let mut failed: Option<(u64, i32)> = None;
-    if FORCE_PROCMEM.load(Ordering::Relaxed) == 0 {
+    let policy = write_policy();
+    if policy == 0 {
         for &p in &pages {
             // SAFETY: p is a page of our own code; we only add write permission.
             let r = unsafe {
@@ -206,6 +216,13 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
     let Some((_, mprotect_errno)) = failed else {
         return Ok(());
     };
+    if policy == 2 {
+        return Err(TextError {
+            address: writes[0].0,
+            mprotect_errno,
+            procmem_errno: libc::EPERM,
+        });
+    }
     write_procmem(writes).map_err(|(address, procmem_errno)| TextError {
         address,
         mprotect_errno,

@@ -1,0 +1,328 @@
+//! The runtime, tested in real programs: the C programs in `tests/runtime/` are compiled, linked
+//! through `bootprof-link` (which links the runtime in) and run as child processes, since signal
+//! handlers and code patching are process-global.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `bootprof-link` and the runtime library of this test's profile, built once.
+fn tools() -> &'static PathBuf {
+    static TOOLS: OnceLock<PathBuf> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        // target/<profile>/deps/runtime-<hash>: the profile directory is two levels up.
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let release = dir.file_name().is_some_and(|n| n == "release");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "bootprof-rewriter",
+            "-p",
+            "bootprof-runtime",
+        ])
+        .current_dir(root());
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("cargo build");
+        assert!(
+            st.success(),
+            "building bootprof-link and the runtime failed"
+        );
+        dir
+    })
+}
+
+struct Work(PathBuf);
+
+impl Work {
+    fn new(name: &str) -> Work {
+        let d = std::env::temp_dir().join(format!("bootprof-rt-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Work(d)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Compiles `sources` (from tests/runtime, or absolute) with `cflags` and links them through
+    /// bootprof-link with `ldflags` into `out`.
+    fn build(&self, out: &str, sources: &[&str], cflags: &[&str], ldflags: &[&str]) -> PathBuf {
+        let mut objs = Vec::new();
+        for src in sources {
+            let src = if Path::new(src).is_absolute() {
+                PathBuf::from(src)
+            } else {
+                root().join("tests/runtime").join(src)
+            };
+            let obj = self.path(&format!("{}.o", src.file_stem().unwrap().to_str().unwrap()));
+            let st = Command::new("cc")
+                .args(["-O2", "-pthread", "-fPIC"])
+                .args(cflags)
+                .arg("-I")
+                .arg(root().join("runtime/include"))
+                .arg("-c")
+                .arg(&src)
+                .arg("-o")
+                .arg(&obj)
+                .status()
+                .unwrap();
+            assert!(st.success(), "cc {}", src.display());
+            objs.push(obj);
+        }
+        let exe = self.path(out);
+        let o = Command::new(tools().join("bootprof-link"))
+            .args(["cc", "-pthread", "-o"])
+            .arg(&exe)
+            .args(&objs)
+            .args(ldflags)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "bootprof-link: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        exe
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env_remove("BOOTPROF_ENABLE")
+        .env_remove("BOOTPROF_MODE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout:\n{out}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn stress_enable_disable_while_threads_run_sites() {
+    let w = Work::new("stress");
+    let exe = w.build("stress", &["stress.c"], &[], &[]);
+    let out = ok(&run(&exe, &["3"], &[]));
+    assert!(out.contains("text identical"), "{out}");
+    eprintln!("{out}");
+}
+
+#[test]
+fn hits_in_signal_handler_new_thread_and_forked_child() {
+    let w = Work::new("contexts");
+    let exe = w.build("contexts", &["contexts.c"], &[], &[]);
+    assert!(ok(&run(&exe, &["trap"], &[])).contains("ok (trap mode)"));
+    assert!(ok(&run(&exe, &["call"], &[])).contains("ok (call mode)"));
+}
+
+#[test]
+fn bootprof_enable_applies_before_the_first_constructor() {
+    let w = Work::new("early");
+    let exe = w.build("early", &["early.c"], &[], &[]);
+    let seen = |env: &[(&str, &str)]| ok(&run(&exe, &[], env));
+    assert!(seen(&[]).contains("constructor: 0"));
+    assert!(seen(&[("BOOTPROF_ENABLE", "boot:*")]).contains("constructor: 1"));
+    assert!(
+        seen(&[("BOOTPROF_ENABLE", "boot:*"), ("BOOTPROF_MODE", "call")])
+            .contains("constructor: 1")
+    );
+    // A malformed pattern is reported on stderr, and nothing is enabled; stdout stays clean.
+    let o = run(&exe, &[], &[("BOOTPROF_ENABLE", "a*b")]);
+    assert!(ok(&o).contains("constructor: 0"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad pattern"));
+}
+
+#[test]
+fn bootprof_enable_is_ignored_in_secure_execution_mode() {
+    // AT_SECURE is set when the effective user differs from the real one: a set-user-ID binary
+    // owned by `nobody`, run by root.
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc_getuid() } != 0 {
+        eprintln!("skipped: needs root to make a set-user-ID binary");
+        return;
+    }
+    let w = Work::new("secure");
+    let exe = w.build("early", &["early.c"], &[], &[]);
+    // The binary must be reachable by `nobody`: copy it to a world-readable directory.
+    let dir = std::env::temp_dir().join(format!("bootprof-rt-secure-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("early");
+    std::fs::copy(&exe, &bin).unwrap();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "chmod 755 {d} && chown nobody {b} && chmod 4755 {b}",
+            d = dir.display(),
+            b = bin.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = run(&bin, &[], &[("BOOTPROF_ENABLE", "boot:*")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        ok(&o).contains("constructor: 0"),
+        "enabled despite AT_SECURE"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("secure-execution"));
+}
+
+extern "C" {
+    #[link_name = "getuid"]
+    fn libc_getuid() -> u32;
+}
+
+#[test]
+fn sigtrap_that_is_not_ours_goes_to_the_previous_handler_or_the_default() {
+    let w = Work::new("chain");
+    let exe = w.build("chain", &["chain.c"], &[], &[]);
+    assert!(ok(&run(&exe, &["prev"], &[])).contains("chained"));
+    let o = run(&exe, &[], &[]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        o.status.signal(),
+        Some(5),
+        "the default action of SIGTRAP: {:?}",
+        o.status
+    );
+}
+
+#[test]
+fn patterns_notrace_and_disable_restore() {
+    let w = Work::new("select");
+    let exe = w.build("select", &["select.c"], &[], &[]);
+    let out = ok(&run(&exe, &[], &[]));
+    assert!(out.contains("malformed: bad pattern `a*b`"), "{out}");
+    assert!(out.contains("text identical after disable"));
+}
+
+#[test]
+fn text_writes_fall_back_to_proc_self_mem_and_fail_cleanly() {
+    let w = Work::new("textwrite");
+    let exe = w.build("select", &["select.c"], &[], &[]);
+    assert!(ok(&run(&exe, &[], &[("BOOTPROF_TEXT_WRITE", "procmem")])).contains("text identical"));
+    let out = ok(&run(&exe, &["fail"], &[("BOOTPROF_TEXT_WRITE", "fail")]));
+    assert!(out.contains("error: cannot write code at"), "{out}");
+    assert!(out.contains("left the code untouched"));
+}
+
+#[test]
+fn shared_library_and_dlopen_register_their_tables() {
+    let w = Work::new("dso");
+    let lib = w.build("libdsolib.so", &["dso_lib.c"], &[], &["-shared"]);
+    let plugin = w.build("plugin.so", &["dso_plugin.c"], &[], &["-shared"]);
+    let ld = format!("-Wl,-rpath,{}", w.0.display());
+    let exe = w.build(
+        "dso_main",
+        &["dso_main.c"],
+        &[],
+        &[&format!("-L{}", w.0.display()), "-ldsolib", "-ldl", &ld],
+    );
+    assert!(lib.exists());
+    let out = ok(&run(&exe, &[plugin.to_str().unwrap()], &[]));
+    assert!(out.contains("ok"), "{out}");
+}
+
+/// A generated `-pg -mfentry` program with many functions and named probes: every site enabled
+/// and disabled in each mode leaves the code byte-identical to the file, and each enabled site
+/// fires exactly as often as its function runs.
+#[test]
+fn large_program_all_sites_enabled_then_disabled() {
+    const FUNCS: usize = 3000;
+    let w = Work::new("large");
+    let mut c = format!(
+        "#include \"check.h\"\n#include \"bootprof.h\"\n#include <time.h>\n#define FUNCS {FUNCS}\n\
+         static long hits;\nstatic void count(const struct bootprof_hit *h, void *c) {{ (void)h; (void)c; hits++; }}\n",
+    );
+    for i in 0..FUNCS {
+        c.push_str(&format!(
+            "__attribute__((noinline)) long f{i}(long x) {{ {} return x * {} + {i}; }}\n",
+            if i % 4 == 0 {
+                format!("BOOTPROF_PROBE(gen, p{i}, x);")
+            } else {
+                String::new()
+            },
+            i % 7 + 1
+        ));
+    }
+    c.push_str("typedef long (*fn_t)(long);\nstatic fn_t table[] = {");
+    for i in 0..FUNCS {
+        c.push_str(&format!("f{i},"));
+    }
+    c.push_str(
+        "};\n\
+         static long run_all(void) { long s = 0; for (unsigned i = 0; i < sizeof table / sizeof *table; i++) s += table[i](i); return s; }\n\
+         static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }\n\
+         int main(void) {\n\
+           long want = run_all();\n\
+           CHECK(bootprof_add_handler(\"*\", count, 0) >= 0, \"handler\");\n\
+           for (int mode = 1; mode <= 2; mode++) {\n\
+             double t0 = now();\n\
+             int n = bootprof_enable_mode(\"f*\", mode);\n\
+             n += bootprof_enable_mode(\"gen:*\", mode);\n\
+             double t1 = now();\n\
+             CHECK(n == FUNCS + FUNCS / 4, \"enabled %d sites\", n);\n\
+             hits = 0;\n\
+             CHECK(run_all() == want, \"results changed when enabled\");\n\
+             CHECK(hits == n, \"mode %d: %ld hits for %d sites\", mode, hits, n);\n\
+             double t2 = now();\n\
+             CHECK(bootprof_disable(\"*\") == n, \"disable\");\n\
+             double t3 = now();\n\
+             struct text_cmp t = text_vs_file();\n\
+             CHECK(t.differing == 0, \"mode %d: %ld bytes differ after disable\", mode, t.differing);\n\
+             printf(\"mode %d: %d sites, enable %.0f sites/s, disable %.0f sites/s\\n\", mode, n, n / (t1 - t0), n / (t3 - t2));\n\
+           }\n\
+           CHECK(run_all() == want, \"results changed after disable\");\n\
+           return 0;\n\
+         }\n",
+    );
+    let src = w.path("large.c");
+    std::fs::write(&src, c).unwrap();
+    let exe = w.build(
+        "large",
+        &[src.to_str().unwrap()],
+        &[
+            "-O1",
+            "-pg",
+            "-mfentry",
+            "-I",
+            &root().join("tests/runtime").display().to_string(),
+        ],
+        &[],
+    );
+    let out = ok(&run(&exe, &[], &[]));
+    eprintln!("{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+}

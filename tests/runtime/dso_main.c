@@ -1,0 +1,22 @@
+/* A shared library linked at start and one loaded with dlopen register their own tables with the
+ * executable's runtime; both modes work in them. */
+#include "check.h" /* first: it defines _GNU_SOURCE */
+#include <dlfcn.h>
+#include "bootprof.h"
+int dso_work(int);
+int main(int argc, char **argv) {
+    CHECK(argc > 1, "usage: dso_main PLUGIN.so");
+    size_t before = bootprof_site_count();
+    CHECK(bootprof_enable_mode("dso:*", BOOTPROF_MODE_CALL) == 1, "%s", bootprof_last_error());
+    for (int i = 0; i < 10; i++) CHECK(dso_work(i) == 2 * i, "dso result");
+    CHECK(bootprof_hits("dso:work") == 10, "dso hits");
+    void *h = dlopen(argv[1], RTLD_NOW);
+    CHECK(h, "%s", dlerror());
+    int (*plugin)(int) = (int (*)(int))dlsym(h, "plugin_work");
+    CHECK(bootprof_site_count() == before + 1, "plugin registered");
+    CHECK(bootprof_enable("plugin:*") == 1, "%s", bootprof_last_error());
+    for (int i = 0; i < 5; i++) CHECK(plugin(i) == i + 1, "plugin result");
+    CHECK(bootprof_hits("plugin:work") == 5, "plugin hits");
+    printf("shared library and dlopen: ok\n");
+    return 0;
+}
