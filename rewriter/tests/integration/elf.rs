@@ -133,6 +133,15 @@ impl Elf {
         u16le(&self.data, self.symtab().offset as usize + index * 24 + 6)
     }
 
+    /// The names of the functions (`STT_FUNC` symbols) the file defines.
+    pub fn defined_functions(&self) -> Vec<String> {
+        let symtab = self.symtab().offset as usize;
+        (1..self.symbol_count())
+            .filter(|&i| self.symbol_shndx(i) != 0 && self.data[symtab + i * 24 + 4] & 0xf == 2)
+            .map(|i| self.symbol_name(i))
+            .collect()
+    }
+
     /// The names of the symbols the file references but does not define.
     pub fn undefined_symbols(&self) -> Vec<String> {
         (1..self.symbol_count())

@@ -21,7 +21,6 @@ pub struct Expected {
     pub func_offset: u64,
     pub section: String,
     pub symbol: String,
-    pub object: PathBuf,
 }
 
 impl Expected {
@@ -112,7 +111,6 @@ pub fn sites_in_object(object: &Path) -> Vec<Expected> {
                 func_offset: addr - function_addr,
                 section: section.clone(),
                 symbol: symbol.to_string(),
-                object: object.to_path_buf(),
             });
             continue;
         }
@@ -158,10 +156,41 @@ pub fn sites_in_objects(objects: &[PathBuf]) -> Vec<Expected> {
     all
 }
 
+/// The smallest address range of `binary` holding every function named in `functions` (from
+/// `nm -S`), or `None` when it defines none of them.
+fn address_hull(binary: &Path, functions: &BTreeSet<String>) -> Option<(u64, u64)> {
+    let out = run(cmd(
+        "nm",
+        ["-S".as_ref(), "--defined-only".as_ref(), binary.as_os_str()],
+    ))
+    .ok();
+    let mut hull: Option<(u64, u64)> = None;
+    for line in out.stdout.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (addr, size, name) = match f[..] {
+            [addr, size, _, name] => (hex(addr)?, hex(size)?, name),
+            [addr, _, name] => (hex(addr)?, 0, name),
+            _ => continue,
+        };
+        if functions.contains(name) {
+            let (lo, hi) = hull.unwrap_or((addr, addr + size));
+            hull = Some((lo.min(addr), hi.max(addr + size)));
+        }
+    }
+    hull
+}
+
 /// The lines of `objdump -d binary` where code other than the stubs calls or jumps to a probe or
 /// hook symbol (directly, through its PLT entry, or through a GOT slot objdump names after it).
-pub fn calls_to_probes(binary: &Path) -> Vec<String> {
-    let out = run(&mut cmd("objdump", ["-d".as_ref(), binary.as_os_str()])).ok();
+/// Only the address range of `functions` (the functions of the inputs) is disassembled: the
+/// runtime and libc around them are large and are not rewritten code.
+pub fn calls_to_probes(binary: &Path, functions: &BTreeSet<String>) -> Vec<String> {
+    let mut c = cmd("objdump", ["-d"]);
+    if let Some((lo, hi)) = address_hull(binary, functions) {
+        c.arg(format!("--start-address={lo:#x}"))
+            .arg(format!("--stop-address={hi:#x}"));
+    }
+    let out = run(c.arg(binary)).ok();
     let mut bad = Vec::new();
     let mut function = String::new();
     for line in out.stdout.lines() {
