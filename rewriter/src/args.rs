@@ -394,6 +394,28 @@ impl LinkLine {
         }
     }
 
+    /// Whether the line gives the linker a script of its own (`-T`, `-Wl,-T`, `--script`).
+    pub fn has_linker_script(&self) -> bool {
+        let mut linker_args = Vec::new();
+        let mut i = 0;
+        while i < self.args.len() {
+            let a = self.args[i].as_str();
+            if a == "-T" || (a.starts_with("-T") && a.len() > 2) {
+                return true;
+            }
+            if a == "-Xlinker" {
+                linker_args.extend(self.args.get(i + 1).map(String::as_str));
+                i += 1;
+            } else if let Some(list) = a.strip_prefix("-Wl,") {
+                linker_args.extend(list.split(','));
+            }
+            i += 1;
+        }
+        linker_args.iter().any(|f| {
+            *f == "-T" || f.starts_with("--script") || (f.starts_with("-T") && f.len() > 2)
+        })
+    }
+
     /// Finds `-lname` in the user's `-L` directories as a static archive, the way the linker
     /// would: per directory, `libname.so` wins over `libname.a` unless linking statically, and
     /// `-l:file` names the file exactly. System directories are not searched: their archives are

@@ -181,6 +181,21 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
         let path = dir.path.join("bootprof-stubs.o");
         std::fs::write(&path, stubs).map_err(|e| Error::io(&path, e))?;
         args.push(path.display().to_string());
+        if !line.has_linker_script() {
+            // The table's place and bounds; a program with its own script INCLUDEs the fragment.
+            for (name, text) in [
+                ("bootprof-sites.ld", stubs::SITES_SCRIPT),
+                ("bootprof-sites.inc", stubs::SITES_FRAGMENT),
+            ] {
+                let p = dir.path.join(name);
+                std::fs::write(&p, text).map_err(|e| Error::io(&p, e))?;
+            }
+            args.push(format!("-L{}", dir.path.display()));
+            args.push(format!(
+                "-Wl,-T,{}",
+                dir.path.join("bootprof-sites.ld").display()
+            ));
+        }
     }
     if !gathered.referenced.is_empty() || gathered.uses_runtime {
         args.extend(runtime_args(&line)?);

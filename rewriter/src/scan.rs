@@ -146,6 +146,19 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
     let symbols = sections
         .symbols(LE, data, elf::SHT_SYMTAB)
         .map_err(|e| malformed(at(), e))?;
+    if sections
+        .iter()
+        .next()
+        .is_some_and(|s| s.sh_type(LE) != elf::SHT_NULL)
+    {
+        return Err(malformed(
+            Location {
+                offset: Some(header.e_shoff(LE)),
+                ..at()
+            },
+            "section 0 is not SHT_NULL",
+        ));
+    }
     let mut plan = Plan {
         relocations: sections
             .iter()
@@ -462,6 +475,6 @@ fn enclosing<'a, 'd>(funcs: &'a [Func<'d>], offset: u64) -> Option<&'a Func<'d>>
     before
         .iter()
         .rev()
-        .find(|f| f.is_func && offset < f.value + f.size.max(1))
+        .find(|f| f.is_func && offset - f.value < f.size.max(1))
         .or_else(|| before.last())
 }

@@ -12,8 +12,8 @@
 //! ctor (.init_array.00099):
 //!     mov bootprof_register@GOTPCREL(%rip), %rax    ; weak: 0 without the runtime
 //!     test %rax,%rax; je 1f
-//!     mov __start_bootprof_sites@GOTPCREL(%rip), %rdi
-//!     mov __stop_bootprof_sites@GOTPCREL(%rip), %rsi
+//!     mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
+//!     mov __bootprof_sites_stop@GOTPCREL(%rip), %rsi
 //!     lea __bootprof_ptrs(%rip), %rdx
 //!     jmp *%rax                                     ; bootprof_register(start, stop, ptrs)
 //! 1:  ret
@@ -24,6 +24,13 @@
 //! table and points the three pointers at its dispatchers. A stub touches only `r11`, which no
 //! calling convention uses to pass anything, so `mcount`/`__fentry__` keep every argument register
 //! and `rax`. Stubs and table bounds are hidden: each executable or shared object has its own.
+//! The bounds come from the linker script fragment in `linker-scripts/` (see [`SITES_SCRIPT`]),
+//! not from `__start_`/`__stop_`, whose mere reference makes GNU ld keep every fragment.
+
+/// The add-on linker script `bootprof-link` passes with `-T` (INSERT: the default script stays).
+pub const SITES_SCRIPT: &str = include_str!("../../linker-scripts/bootprof-sites.ld");
+/// The fragment it includes.
+pub const SITES_FRAGMENT: &str = include_str!("../../linker-scripts/bootprof-sites.inc");
 
 use crate::error::{Error, Result};
 use bootprof_format::Kind;
@@ -32,6 +39,11 @@ use object::{
     elf, Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags,
     SymbolKind, SymbolScope,
 };
+
+/// Start of the table, defined by `linker-scripts/bootprof-sites.inc`.
+pub const TABLE_START: &str = "__bootprof_sites_start";
+/// End of the table.
+pub const TABLE_STOP: &str = "__bootprof_sites_stop";
 
 /// The runtime's registration entry point, `bootprof_register(start, stop, ptrs)`.
 pub const REGISTER_SYMBOL: &str = "bootprof_register";
@@ -94,8 +106,8 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
         })
     };
     let register = undefined(&mut obj, REGISTER_SYMBOL, SymbolScope::Dynamic);
-    let start = undefined(&mut obj, "__start_bootprof_sites", SymbolScope::Linkage);
-    let stop = undefined(&mut obj, "__stop_bootprof_sites", SymbolScope::Linkage);
+    let start = undefined(&mut obj, TABLE_START, SymbolScope::Linkage);
+    let stop = undefined(&mut obj, TABLE_STOP, SymbolScope::Linkage);
 
     // The default dispatchers and the pointer table that starts on them.
     let mut relocs: Vec<(object::write::SectionId, Relocation)> = Vec::new();
@@ -140,8 +152,8 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
         0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_register@GOTPCREL(%rip), %rax
         0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
         0x74, 0x17,                   // 10: je 35
-        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __start_bootprof_sites@GOTPCREL(%rip), %rdi
-        0x48, 0x8b, 0x35, 0, 0, 0, 0, // 19: mov __stop_bootprof_sites@GOTPCREL(%rip), %rsi
+        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
+        0x48, 0x8b, 0x35, 0, 0, 0, 0, // 19: mov __bootprof_sites_stop@GOTPCREL(%rip), %rsi
         0x48, 0x8d, 0x15, 0, 0, 0, 0, // 26: lea __bootprof_ptrs(%rip), %rdx
         0xff, 0xe0,                   // 33: jmp *%rax
         0xc3,                         // 35: ret

@@ -4,8 +4,8 @@
 //!
 //! Call mode: the site calls its stub, the stub loads its name into `r11` and jumps through the
 //! object's pointer table to one of three trampolines here (probe, is-enabled, hook). A trampoline
-//! saves every argument register, `rax`, `r10`, `r11` and `xmm0`-`xmm7` (a hook runs before the
-//! function's own code, so all of the function's arguments must survive), calls
+//! saves every argument register, `rax`, `r10` and `r11`, and for hooks also `xmm0`-`xmm7` (a hook
+//! runs before the function's own code, so all of its arguments must survive), calls
 //! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
 //! is-enabled sites the saved `rax` is set to 1 or 0.
 
@@ -127,7 +127,9 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
     if !entered {
         return;
     }
-    site.hits.fetch_add(1, Ordering::Relaxed);
+    // Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
+    site.hits
+        .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     let mut mask = site.handlers.load(Ordering::Acquire);
     if mask != 0 {
         let hit = Hit {
@@ -229,7 +231,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
 }
 
 macro_rules! trampoline {
-    ($name:literal, $class:literal) => {
+    ($name:literal, $class:literal, $save:ident, $restore:ident) => {
         concat!(
             ".pushsection .text.",
             $name,
@@ -257,29 +259,13 @@ macro_rules! trampoline {
             "    push %r9\n",
             "    push %r10\n",
             "    push %r11\n",
-            "    sub $136, %rsp\n",
-            "    and $-16, %rsp\n",
-            "    movdqu %xmm0, 0(%rsp)\n",
-            "    movdqu %xmm1, 16(%rsp)\n",
-            "    movdqu %xmm2, 32(%rsp)\n",
-            "    movdqu %xmm3, 48(%rsp)\n",
-            "    movdqu %xmm4, 64(%rsp)\n",
-            "    movdqu %xmm5, 80(%rsp)\n",
-            "    movdqu %xmm6, 96(%rsp)\n",
-            "    movdqu %xmm7, 112(%rsp)\n",
+            $save!(),
             "    lea -72(%rbp), %rdi\n",
             "    mov $",
             $class,
             ", %esi\n",
             "    call bootprof_dispatch_call\n",
-            "    movdqu 0(%rsp), %xmm0\n",
-            "    movdqu 16(%rsp), %xmm1\n",
-            "    movdqu 32(%rsp), %xmm2\n",
-            "    movdqu 48(%rsp), %xmm3\n",
-            "    movdqu 64(%rsp), %xmm4\n",
-            "    movdqu 80(%rsp), %xmm5\n",
-            "    movdqu 96(%rsp), %xmm6\n",
-            "    movdqu 112(%rsp), %xmm7\n",
+            $restore!(),
             "    lea -72(%rbp), %rsp\n",
             "    pop %r11\n",
             "    pop %r10\n",
@@ -302,10 +288,54 @@ macro_rules! trampoline {
     };
 }
 
+// A probe or is-enabled site is an ordinary call: the compiler already treats the vector
+// registers as clobbered, so only the stack is aligned.
+macro_rules! no_xmm_save {
+    () => {
+        "    and $-16, %rsp\n"
+    };
+}
+macro_rules! no_xmm_restore {
+    () => {
+        ""
+    };
+}
+// A hook runs before or inside the function's prologue: its vector arguments must survive.
+macro_rules! xmm_save {
+    () => {
+        concat!(
+            "    sub $136, %rsp\n",
+            "    and $-16, %rsp\n",
+            "    movdqu %xmm0, 0(%rsp)\n",
+            "    movdqu %xmm1, 16(%rsp)\n",
+            "    movdqu %xmm2, 32(%rsp)\n",
+            "    movdqu %xmm3, 48(%rsp)\n",
+            "    movdqu %xmm4, 64(%rsp)\n",
+            "    movdqu %xmm5, 80(%rsp)\n",
+            "    movdqu %xmm6, 96(%rsp)\n",
+            "    movdqu %xmm7, 112(%rsp)\n",
+        )
+    };
+}
+macro_rules! xmm_restore {
+    () => {
+        concat!(
+            "    movdqu 0(%rsp), %xmm0\n",
+            "    movdqu 16(%rsp), %xmm1\n",
+            "    movdqu 32(%rsp), %xmm2\n",
+            "    movdqu 48(%rsp), %xmm3\n",
+            "    movdqu 64(%rsp), %xmm4\n",
+            "    movdqu 80(%rsp), %xmm5\n",
+            "    movdqu 96(%rsp), %xmm6\n",
+            "    movdqu 112(%rsp), %xmm7\n",
+        )
+    };
+}
+
 core::arch::global_asm!(
-    trampoline!("bootprof_tramp_probe", "0"),
-    trampoline!("bootprof_tramp_isenabled", "1"),
-    trampoline!("bootprof_tramp_hook", "2"),
+    trampoline!("bootprof_tramp_probe", "0", no_xmm_save, no_xmm_restore),
+    trampoline!("bootprof_tramp_isenabled", "1", no_xmm_save, no_xmm_restore),
+    trampoline!("bootprof_tramp_hook", "2", xmm_save, xmm_restore),
     options(att_syntax)
 );
 

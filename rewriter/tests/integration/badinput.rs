@@ -4,7 +4,7 @@
 //! that was there before left byte-identical.
 
 use crate::elf::{self, Elf};
-use crate::util::{cmd, compile_c, read, require, run, source_dir, write, Out, TempDir, LINK};
+use crate::util::{cmd, compile_c, link_bin, read, require, run, source_dir, write, Out, TempDir};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +42,11 @@ impl Setup {
 
     /// Runs `bootprof-link cc -o app inputs...`.
     fn link(&self, inputs: &[&Path]) -> Out {
-        run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), self.out.as_os_str()]).args(inputs))
+        run(cmd(
+            link_bin(),
+            ["cc".as_ref(), "-o".as_ref(), self.out.as_os_str()],
+        )
+        .args(inputs))
     }
 
     /// The checks every bad-input test makes; `names` must all appear in stderr.
@@ -205,11 +209,12 @@ fn site_that_is_not_a_call() {
 fn missing_driver() {
     require!("cc");
     let s = Setup::new("bad-driver");
-    let o = run(
-        cmd(LINK, ["-o".as_ref(), s.out.as_os_str(), s.good.as_os_str()])
-            .env("BOOTPROF_CC", "/nonexistent/cc")
-            .env_remove("BOOTPROF_LINK_FLAGS"),
-    );
+    let o = run(cmd(
+        link_bin(),
+        ["-o".as_ref(), s.out.as_os_str(), s.good.as_os_str()],
+    )
+    .env("BOOTPROF_CC", "/nonexistent/cc")
+    .env_remove("BOOTPROF_LINK_FLAGS"));
     s.check_failed(&o, &["/nonexistent/cc"]);
 }
 
@@ -230,7 +235,11 @@ fn failing_linker_exit_code_passes_through() {
          exit 7\n",
     );
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = run(cmd(LINK, [fake.as_os_str(), "-o".as_ref(), s.out.as_os_str()]).arg(&s.good));
+    let o = run(cmd(
+        link_bin(),
+        [fake.as_os_str(), "-o".as_ref(), s.out.as_os_str()],
+    )
+    .arg(&s.good));
     s.check_failed(&o, &["fails on purpose"]);
     assert_eq!(
         o.code,
@@ -243,6 +252,6 @@ fn failing_linker_exit_code_passes_through() {
 fn output_path_that_cannot_be_written() {
     require!("cc");
     let s = Setup::new("bad-output");
-    let o = run(cmd(LINK, ["cc", "-o", "/nonexistent-dir/app"]).arg(&s.good));
+    let o = run(cmd(link_bin(), ["cc", "-o", "/nonexistent-dir/app"]).arg(&s.good));
     s.check_failed(&o, &["/nonexistent-dir"]);
 }

@@ -5,8 +5,8 @@
 use crate::elf::Elf;
 use crate::json::list;
 use crate::util::{
-    cmd, compile_c, compile_case, mkdir, read, require, run, source_dir, write, Out, TempDir,
-    BOOTPROF, LINK,
+    cmd, compile_c, compile_case, link_bin, mkdir, read, require, run, source_dir, write, Out,
+    TempDir, BOOTPROF,
 };
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ const MULTI_ARGS: &[&str] = &["alpha", "beta", "gamma", "delta"];
 
 /// `bootprof-link cc -o out objects...`, requiring success.
 fn link_explicit(out: &Path, objects: &[PathBuf]) -> Out {
-    let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).args(objects));
+    let o = run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).args(objects));
     o.no_panic();
     o.ok()
 }
@@ -29,7 +29,7 @@ fn run_multi(program: &Path) -> Out {
 fn version_passes_through() {
     require!("cc");
     let plain = run(&mut cmd("cc", ["--version"]));
-    let ours = run(&mut cmd(LINK, ["cc", "--version"]));
+    let ours = run(&mut cmd(link_bin(), ["cc", "--version"]));
     ours.no_panic();
     assert_eq!(ours.code, plain.code, "{ours}");
     assert_eq!(ours.stdout, plain.stdout, "{ours}");
@@ -42,7 +42,7 @@ fn relocatable_link_passes_through() {
     let objects = compile_case(MULTI, &["util.c", "stats.c"], t.path());
     let ours = t.join("ours.o");
     let o = run(cmd(
-        LINK,
+        link_bin(),
         [
             "cc".as_ref(),
             "-r".as_ref(),
@@ -125,7 +125,7 @@ fn failing_link_passes_exit_code_and_keeps_output() {
 
         let out = t.join(format!("{name}-app"));
         write(&out, "the previous output\n");
-        let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).arg(&object));
+        let o = run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).arg(&object));
         o.no_panic();
         assert_eq!(
             o.code, plain.code,
@@ -157,7 +157,7 @@ fn drop_in_form_and_link_flags_from_env() {
 
     for (env_cc, name) in [(Some("cc"), "with-env"), (None, "default-cc")] {
         let out = t.join(name);
-        let mut c = cmd(LINK, ["-o".as_ref(), out.as_os_str()]);
+        let mut c = cmd(link_bin(), ["-o".as_ref(), out.as_os_str()]);
         c.args(&objects).env_remove("BOOTPROF_LINK_FLAGS");
         match env_cc {
             Some(cc) => c.env("BOOTPROF_CC", cc),
@@ -176,7 +176,7 @@ fn drop_in_form_and_link_flags_from_env() {
     }
 
     let out = t.join("stats");
-    let o = run(cmd(LINK, ["-o".as_ref(), out.as_os_str()])
+    let o = run(cmd(link_bin(), ["-o".as_ref(), out.as_os_str()])
         .args(&objects)
         .env("BOOTPROF_CC", "cc")
         .env("BOOTPROF_LINK_FLAGS", " --stats "));
@@ -227,8 +227,10 @@ fn response_file_with_quoted_paths() {
         ),
     );
     let out = t.join("via-rsp");
-    let o = run(cmd(LINK, ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
-        .arg(format!("@{}", rsp.display())));
+    let o = run(
+        cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
+            .arg(format!("@{}", rsp.display())),
+    );
     o.no_panic();
     o.ok();
     let (got, _) = list(&out);
@@ -254,7 +256,7 @@ fn verbose_reports_address_taken_probes() {
     );
     let out = t.join("app");
     let o = run(cmd(
-        LINK,
+        link_bin(),
         [
             "--verbose".as_ref(),
             "cc".as_ref(),
@@ -285,7 +287,7 @@ fn keep_temps_prints_an_existing_directory() {
     let stats = compile_c(&source_dir(MULTI).join("stats.c"), &t.join("stats.o"), &[]);
     let out = t.join("app");
     let o = run(cmd(
-        LINK,
+        link_bin(),
         [
             "--keep-temps".as_ref(),
             "cc".as_ref(),

@@ -4,7 +4,7 @@
 
 use crate::json::list;
 use crate::objdump::sites_in_objects;
-use crate::util::{cmd, require, run, source_dir, TempDir, LINK};
+use crate::util::{cmd, link_bin, require, run, source_dir, TempDir};
 
 #[test]
 fn cmake_linker_launcher() {
@@ -16,7 +16,7 @@ fn cmake_linker_launcher() {
         ["-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release"],
     );
     configure
-        .arg(format!("-DCMAKE_C_LINKER_LAUNCHER={LINK}"))
+        .arg(format!("-DCMAKE_C_LINKER_LAUNCHER={}", link_bin()))
         .arg("-S")
         .arg(source_dir("cmake-project"))
         .arg("-B")
@@ -30,7 +30,7 @@ fn cmake_linker_launcher() {
     built.no_panic();
     let built = built.ok();
     assert!(
-        built.stdout.contains(LINK),
+        built.stdout.contains(link_bin()),
         "the link did not go through bootprof-link:{built}"
     );
 

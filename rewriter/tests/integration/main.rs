@@ -22,6 +22,7 @@ mod cmake;
 mod corpus;
 mod elf;
 mod json;
+mod linker_scripts;
 mod matrix;
 mod objdump;
 mod rust;

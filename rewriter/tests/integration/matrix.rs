@@ -17,8 +17,8 @@ use crate::corpus::Case;
 use crate::json::{list, Listing};
 use crate::objdump::{calls_to_probes, sites_in_objects, Expected};
 use crate::util::{
-    classify, cmd, defined_functions, have, is_probe_symbol, mkdir, nm, read, run, skipped, write,
-    Out, TempDir, LINK,
+    classify, cmd, defined_functions, have, is_probe_symbol, link_bin, mkdir, nm, read, run,
+    skipped, write, Out, TempDir,
 };
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -302,7 +302,7 @@ fn shared_args(build: &Build, linker: Linker, out: &Path, extra: &[&Path]) -> Ve
 }
 
 fn bootprof_link(options: &[&str], driver: &str, args: &[OsString]) -> Command {
-    let mut c = cmd(LINK, options);
+    let mut c = cmd(link_bin(), options);
     c.arg(driver).args(args);
     c
 }

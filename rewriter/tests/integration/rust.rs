@@ -4,11 +4,11 @@
 //! to `ff 15` + R_X86_64_GOTPCREL, so the sites are `call-got` probes.
 
 use crate::json::list;
-use crate::util::{cmd, mkdir, read, require, run, source_dir, write, TempDir, LINK};
+use crate::util::{cmd, link_bin, mkdir, read, require, run, source_dir, write, TempDir};
 use std::path::Path;
 
 #[test]
-fn cargo_project_linked_through_bootprof_link() {
+fn cargo_project_linked_through_bootprof_link_bin() {
     require!("cargo", "rustc", "cc");
     let t = TempDir::new("rust");
     // Build a copy, so cargo writes its Cargo.lock in the temporary directory.
@@ -27,7 +27,7 @@ fn cargo_project_linked_through_bootprof_link() {
         c.args(flags)
             .arg("--manifest-path")
             .arg(project.join("Cargo.toml"))
-            .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", LINK)
+            .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", link_bin())
             .env("CARGO_TARGET_DIR", &target)
             .env("BOOTPROF_CC", "cc")
             .env_remove("BOOTPROF_LINK_FLAGS")

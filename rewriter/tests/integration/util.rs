@@ -10,8 +10,33 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The `bootprof-link` binary under test.
-pub const LINK: &str = env!("CARGO_BIN_EXE_bootprof-link");
+/// The `bootprof-link` binary under test. The first call also makes sure the runtime library it
+/// links into every program sits beside it: `cargo test` builds binaries but not other packages'
+/// static libraries, so on a fresh checkout it is built here, once, for the same profile.
+pub fn link_bin() -> &'static str {
+    static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    const LINK: &str = env!("CARGO_BIN_EXE_bootprof-link");
+    READY.get_or_init(|| {
+        let lib = Path::new(LINK).with_file_name("libbootprof_runtime.a");
+        let release = Path::new(LINK)
+            .parent()
+            .and_then(|d| d.file_name())
+            .is_some_and(|n| n == "release");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "bootprof-runtime"])
+            .current_dir(repo_root());
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cannot run cargo to build the runtime");
+        assert!(
+            status.success() && lib.is_file(),
+            "building {} failed",
+            lib.display()
+        );
+    });
+    LINK
+}
 /// The `bootprof` binary under test (`bootprof list`).
 pub const BOOTPROF: &str = env!("CARGO_BIN_EXE_bootprof");
 
