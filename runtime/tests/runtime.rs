@@ -326,3 +326,54 @@ fn large_program_all_sites_enabled_then_disabled() {
     eprintln!("{out}");
     assert_eq!(out.lines().count(), 2, "{out}");
 }
+
+#[test]
+fn hooks_give_function_and_parent_without_reentry_for_fentry_and_mcount() {
+    let w = Work::new("hooks");
+    for (name, flags) in [
+        ("fentry", &["-O1", "-pg", "-mfentry"][..]),
+        ("mcount", &["-O1", "-pg"][..]),
+    ] {
+        let exe = w.build(name, &["hooks.c"], flags, &[]);
+        for mode in ["trap", "call"] {
+            let out = ok(&run(&exe, &[mode], &[]));
+            assert!(out.contains("ok"), "{name} {mode}: {out}");
+        }
+    }
+}
+
+#[test]
+fn c_program_linking_the_shared_runtime_library_itself() {
+    let w = Work::new("shared-runtime");
+    let lib_dir = tools().clone();
+    assert!(
+        lib_dir.join("libbootprof_runtime.so").is_file(),
+        "no libbootprof_runtime.so"
+    );
+    let rpath = format!("-Wl,-rpath,{}", lib_dir.display());
+    let libs = format!("-L{}", lib_dir.display());
+    // --no-runtime: the program brings the runtime itself, as a shared library.
+    let exe = {
+        let obj = w.path("early.o");
+        let st = Command::new("cc")
+            .args(["-O2", "-c", "-I"])
+            .arg(root().join("runtime/include"))
+            .arg(root().join("tests/runtime/early.c"))
+            .arg("-o")
+            .arg(&obj)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let exe = w.path("early");
+        let o = Command::new(lib_dir.join("bootprof-link"))
+            .args(["--no-runtime", "cc", "-o"])
+            .arg(&exe)
+            .arg(&obj)
+            .args([libs.as_str(), "-lbootprof_runtime", rpath.as_str()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        exe
+    };
+    assert!(ok(&run(&exe, &[], &[("BOOTPROF_ENABLE", "boot:*")])).contains("constructor: 1"));
+}
