@@ -100,15 +100,17 @@ impl Drop for TempDir {
 /// shared objects (their tables register with the executable's runtime), for links without the
 /// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
 fn runtime_args(line: &args::LinkLine) -> Result<Vec<String>> {
-    // `-u` pulls the runtime's registration entry point in (the stubs' constructor refers to
-    // it only weakly); shared objects loaded later find the executable's copy by its export.
+    // `-u` pulls the runtime's entry points in (the stubs refer to them only weakly); shared
+    // objects loaded later find the executable's copies by their exports.
+    let entry_points = [stubs::REGISTER_SYMBOL, stubs::UNREGISTER_SYMBOL];
     let with_register = |middle: Vec<String>| {
-        let mut v = vec![format!("-Wl,-u,{}", stubs::REGISTER_SYMBOL)];
+        let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
         v.extend(middle);
-        v.push(format!(
-            "-Wl,--export-dynamic-symbol={}",
-            stubs::REGISTER_SYMBOL
-        ));
+        v.extend(
+            entry_points
+                .iter()
+                .map(|s| format!("-Wl,--export-dynamic-symbol={s}")),
+        );
         v
     };
     let shared_or_bare = line.args.iter().any(|a| {

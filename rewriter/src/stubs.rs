@@ -17,6 +17,7 @@
 //!     lea __bootprof_ptrs(%rip), %rdx
 //!     jmp *%rax                                     ; bootprof_register(start, stop, ptrs)
 //! 1:  ret
+//! dtor (.fini_array.00099):  bootprof_unregister(__bootprof_sites_start) when the runtime is there
 //! ```
 //!
 //! Without the runtime the pointers stay on the defaults and every stub returns at once. With it,
@@ -47,6 +48,8 @@ pub const TABLE_STOP: &str = "__bootprof_sites_stop";
 
 /// The runtime's registration entry point, `bootprof_register(start, stop, ptrs)`.
 pub const REGISTER_SYMBOL: &str = "bootprof_register";
+/// The runtime's entry point for an object going away, `bootprof_unregister(start)`.
+pub const UNREGISTER_SYMBOL: &str = "bootprof_unregister";
 
 /// Index of a stub's dispatcher in the pointer table.
 pub fn dispatcher_index(kind: Kind) -> usize {
@@ -106,6 +109,7 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
         })
     };
     let register = undefined(&mut obj, REGISTER_SYMBOL, SymbolScope::Dynamic);
+    let unregister = undefined(&mut obj, UNREGISTER_SYMBOL, SymbolScope::Dynamic);
     let start = undefined(&mut obj, TABLE_START, SymbolScope::Linkage);
     let stop = undefined(&mut obj, TABLE_STOP, SymbolScope::Linkage);
 
@@ -166,6 +170,28 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
     relocs.push((text, reloc(elf::R_X86_64_PC32, at + 29, data_sym, -4)));
     obj.append_section_data(init, &[0u8; 8], 8);
     relocs.push((init, reloc(elf::R_X86_64_64, 0, text_sym, at as i64)));
+
+    // The destructor: the object (a dlclose'd library) is going away; its sites must go first.
+    #[rustfmt::skip]
+    let dtor: [u8; 24] = [
+        0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_unregister@GOTPCREL(%rip), %rax
+        0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
+        0x74, 0x09,                   // 10: je 21
+        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
+        0xff, 0xe0,                   // 19: jmp *%rax
+        0xc3,                         // 21: ret
+        0xcc, 0xcc,                   // padding
+    ];
+    let at = obj.append_section_data(text, &dtor, 16);
+    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 3, unregister, -4)));
+    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 15, start, -4)));
+    let fini = obj.add_section(Vec::new(), b".fini_array.00099".to_vec(), SectionKind::Data);
+    obj.section_mut(fini).flags = object::SectionFlags::Elf {
+        sh_type: elf::SHT_FINI_ARRAY,
+        sh_flags: elf::SectionFlags(elf::SHF_ALLOC.0 | elf::SHF_WRITE.0),
+    };
+    obj.append_section_data(fini, &[0u8; 8], 8);
+    relocs.push((fini, reloc(elf::R_X86_64_64, 0, text_sym, at as i64)));
 
     for (section, r) in relocs {
         obj.add_relocation(section, r)

@@ -62,6 +62,18 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
     crate::apply_environment();
 }
 
+/// Forgets an object's sites (its destructor calls this: a library being `dlclose`d), putting
+/// their NOPs back first.
+///
+/// # Safety
+/// `start` must be the table start an earlier `bootprof_register` received.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
+    if !start.is_null() {
+        crate::registry::unregister_table(start as u64);
+    }
+}
+
 /// Enables the sites matching `pattern` in trap mode; returns how many changed, or -1.
 ///
 /// # Safety

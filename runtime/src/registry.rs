@@ -29,8 +29,10 @@ pub(crate) const DISABLING_CALL: u8 = 4;
 
 /// One site of a loaded object.
 pub struct SiteRec {
-    /// Index in registration order: the probe id handlers see.
+    /// Unique, in registration order: the probe id handlers see.
     pub id: u32,
+    /// Start of the table the site came from (which loaded object).
+    pub table: u64,
     /// Address of the site.
     pub addr: u64,
     /// Kind of site.
@@ -253,8 +255,9 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     }
     // SAFETY: per the contract.
     let bytes = unsafe { std::slice::from_raw_parts(start, stop as usize - start as usize) };
+    static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let mut reg = lock();
-    let first_id = reg.sites.len() as u32;
+    let first_id = NEXT_ID.load(Ordering::Relaxed);
     let mut new = Vec::new();
     for (i, site) in format::sites(bytes, start as u64).enumerate() {
         let Ok(site) = site else {
@@ -285,6 +288,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         };
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
             id: first_id + i as u32,
+            table: start as u64,
             addr: site.site,
             kind: site.kind,
             form: site.form,
@@ -316,9 +320,33 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         new.push(rec);
     }
     let count = new.len();
+    // Ids are never reused, even after an object is unloaded.
+    NEXT_ID.store(first_id + count as u32, Ordering::Relaxed);
     reg.sites.extend(new);
     publish(&reg);
     count
+}
+
+/// Forgets the sites of the table starting at `start` (an object being unloaded), after putting
+/// their NOPs back. Returns how many sites were forgotten.
+pub(crate) fn unregister_table(start: u64) -> usize {
+    let mut reg = lock();
+    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
+        reg.sites.iter().partition(|s| s.table == start);
+    if gone.is_empty() {
+        return 0;
+    }
+    let trap: Vec<_> = gone.iter().copied().filter(|s| s.state() == TRAP).collect();
+    let call: Vec<_> = gone.iter().copied().filter(|s| s.state() == CALL).collect();
+    if disable_trap(&trap)
+        .and_then(|()| switch_call(&call, false))
+        .is_err()
+    {
+        crate::note("cannot restore the sites of an object being unloaded");
+    }
+    reg.sites = kept;
+    publish(&reg);
+    gone.len()
 }
 
 /// Builds and publishes a new snapshot of `reg`'s sites.
@@ -516,6 +544,7 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
             addr += 5 + rand() % 36;
             &*Box::leak(Box::new(SiteRec {
                 id: i as u32,
+                table: 0,
                 addr,
                 kind: Kind::Fentry,
                 form: Form::CallRel32,

@@ -17,6 +17,11 @@ int main(int argc, char **argv) {
     CHECK(bootprof_enable("plugin:*") == 1, "%s", bootprof_last_error());
     for (int i = 0; i < 5; i++) CHECK(plugin(i) == i + 1, "plugin result");
     CHECK(bootprof_hits("plugin:work") == 5, "plugin hits");
-    printf("shared library and dlopen: ok\n");
+    /* Unloading the plugin forgets its (enabled) sites: nothing may patch its old addresses. */
+    CHECK(dlclose(h) == 0, "dlclose");
+    CHECK(bootprof_site_count() == before, "plugin sites still registered after dlclose");
+    CHECK(bootprof_enable("*") == (int)before, "enable after dlclose: %s", bootprof_last_error());
+    CHECK(bootprof_disable("*") == (int)before, "disable after dlclose");
+    printf("shared library, dlopen and dlclose: ok\n");
     return 0;
 }
