@@ -25,6 +25,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod trace;
+
 /// Name of the site-table section (a C identifier, for `__start_`/`__stop_`).
 pub const SECTION_NAME: &str = "bootprof_sites";
 /// First word of every fragment: `BPST` in little-endian byte order.
