@@ -93,6 +93,12 @@ int bootprof_site_info(size_t i, struct bootprof_site *out);
 int bootprof_check(void);                                 /* 0 if the program took SIGTRAP from us */
 const char *bootprof_last_error(void);
 
+/* Recording (TSLOG-style event log of enabled sites' hits; BOOTPROF_OUTPUT=path starts it before
+ * the first constructor and dumps at exit). */
+int bootprof_record(int on);                              /* start (1) or stop (0) */
+int64_t bootprof_dump(const char *path);                  /* NULL: BOOTPROF_OUTPUT or bootprof.<pid>.trace */
+void bootprof_print_points(int fd);                       /* the profile-point table */
+
 #ifdef __cplusplus
 }
 #endif
@@ -171,4 +177,22 @@ const char *bootprof_last_error(void);
     })
 
 #endif /* BOOTPROF_NO_PROBES */
+
+/* Boot-profiling annotations, after FreeBSD's TSLOG: zero-cost NOP sites like every probe; the
+ * recorder turns their hits into ENTER/EXIT/EVENT/WAIT/UNWAIT/HOLD/RELEASE/THREAD records.
+ *   BOOTPROF_ENTER(); ... BOOTPROF_EXIT();   a region named after the enclosing function
+ *   BOOTPROF_EVENT(name);                    a point in time
+ *   BOOTPROF_WAIT(what); ... BOOTPROF_UNWAIT(what);   this thread waits for `what`
+ *   BOOTPROF_HOLD(what); ... BOOTPROF_RELEASE(what);  this thread holds `what` (others wait on it)
+ *   BOOTPROF_THREAD(name);                   names the calling thread
+ * Names are identifiers. */
+#define BOOTPROF_ENTER() BOOTPROF_PROBE(bootprof, enter)
+#define BOOTPROF_EXIT() BOOTPROF_PROBE(bootprof, exit)
+#define BOOTPROF_EVENT(name) BOOTPROF_PROBE(bpevent, name)
+#define BOOTPROF_WAIT(what) BOOTPROF_PROBE(bpwait, what)
+#define BOOTPROF_UNWAIT(what) BOOTPROF_PROBE(bpunwait, what)
+#define BOOTPROF_HOLD(what) BOOTPROF_PROBE(bphold, what)
+#define BOOTPROF_RELEASE(what) BOOTPROF_PROBE(bprelease, what)
+#define BOOTPROF_THREAD(name) BOOTPROF_PROBE(bpthread, name)
+
 #endif /* BOOTPROF_H */

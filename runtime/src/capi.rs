@@ -57,6 +57,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
             unsafe { std::ptr::write_volatile(ptrs.add(i), t) };
         }
     }
+    crate::recorder::init_from_environment();
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
     crate::apply_environment();
@@ -253,4 +254,53 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
 #[no_mangle]
 pub extern "C" fn bootprof_check() -> c_int {
     c_int::from(crate::check())
+}
+
+/// Starts (1) or stops (0) recording hits of enabled sites into the event log; 0, or -1.
+#[no_mangle]
+pub extern "C" fn bootprof_record(on: c_int) -> c_int {
+    if on == 0 {
+        crate::recorder::stop();
+        return 0;
+    }
+    let capacity = std::env::var("BOOTPROF_BUFFER")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(crate::recorder::DEFAULT_BUFFER);
+    if crate::recorder::start(capacity) {
+        0
+    } else {
+        fail("cannot map the record buffer")
+    }
+}
+
+/// Writes the event log to `path` (NULL: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`);
+/// returns the number of records written, or -1.
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
+    let path = if path.is_null() {
+        crate::recorder::default_path()
+    } else {
+        // SAFETY: per the contract.
+        std::path::PathBuf::from(
+            unsafe { CStr::from_ptr(path) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    match crate::recorder::dump(&path) {
+        Ok(n) => n as i64,
+        Err(e) => i64::from(fail(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Writes the profile-point table to file descriptor `fd` (e.g. 2).
+#[no_mangle]
+pub extern "C" fn bootprof_print_points(fd: c_int) {
+    let table = crate::recorder::points_table();
+    // SAFETY: write(2) with our own buffer.
+    unsafe { libc::write(fd, table.as_ptr().cast(), table.len()) };
 }

@@ -131,7 +131,16 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
     site.hits
         .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     let mut mask = site.handlers.load(Ordering::Acquire);
-    if mask != 0 {
+    let record = site.rec_kind != 0 && crate::recorder::recording();
+    if mask != 0 || record {
+        let tsc = rdtsc();
+        let tid = tid();
+        if record {
+            if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
+                let arg = if site.kind.is_hook() { parent } else { args[0] };
+                crate::recorder::record(site, kind, arg, tid, tsc);
+            }
+        }
         let hit = Hit {
             site_id: site.id,
             kind: site.kind as u8,
@@ -144,9 +153,9 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
             function_addr: site.addr - u64::from(site.func_offset),
             parent,
             args,
-            tid: tid(),
+            tid,
             reserved2: 0,
-            tsc: rdtsc(),
+            tsc,
         };
         while mask != 0 {
             let slot = mask.trailing_zeros() as usize;

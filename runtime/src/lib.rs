@@ -17,6 +17,7 @@ pub mod capi;
 pub mod dispatch;
 mod macros;
 pub mod pattern;
+pub mod recorder;
 pub mod registry;
 pub mod text;
 pub mod trap;
@@ -30,9 +31,27 @@ use std::sync::atomic::Ordering;
 
 /// Writes a note to stderr (never stdout).
 pub(crate) fn note(msg: &str) {
-    let line = format!("bootprof: {msg}\n");
+    note_raw(&format!("bootprof: {msg}\n"));
+}
+
+/// Writes `text` to stderr as it is.
+pub(crate) fn note_raw(text: &str) {
     // SAFETY: write(2) on fd 2 with a valid buffer; usable before main and in any thread.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+}
+
+/// Starts recording hits of enabled sites (TSLOG-style event log; see [`recorder`]).
+pub fn record() -> bool {
+    let capacity = std::env::var("BOOTPROF_BUFFER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(recorder::DEFAULT_BUFFER);
+    recorder::start(capacity)
+}
+
+/// Writes the event log to `path` (atomically); returns the number of records.
+pub fn dump(path: impl AsRef<std::path::Path>) -> std::io::Result<u64> {
+    recorder::dump(path.as_ref())
 }
 
 /// Enables every site matching `pattern` in trap mode. Returns how many sites changed.

@@ -40,6 +40,38 @@ macro_rules! probe_enabled {
     }};
 }
 
+/// Boot-profiling annotations (TSLOG-style), zero-cost NOP sites like every probe:
+/// `annotate!(enter)` / `annotate!(exit)` bracket a region named after the enclosing function;
+/// `annotate!(event, name)`, `annotate!(wait, what)` / `annotate!(unwait, what)`,
+/// `annotate!(hold, what)` / `annotate!(release, what)`, `annotate!(thread, name)`.
+#[macro_export]
+macro_rules! annotate {
+    (enter) => {
+        $crate::probe!(bootprof, enter)
+    };
+    (exit) => {
+        $crate::probe!(bootprof, exit)
+    };
+    (event, $name:ident) => {
+        $crate::probe!(bpevent, $name)
+    };
+    (wait, $what:ident) => {
+        $crate::probe!(bpwait, $what)
+    };
+    (unwait, $what:ident) => {
+        $crate::probe!(bpunwait, $what)
+    };
+    (hold, $what:ident) => {
+        $crate::probe!(bphold, $what)
+    };
+    (release, $what:ident) => {
+        $crate::probe!(bprelease, $what)
+    };
+    (thread, $name:ident) => {
+        $crate::probe!(bpthread, $name)
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __probe_call {

@@ -65,6 +65,10 @@ pub struct SiteRec {
     pub(crate) handlers: AtomicU64,
     /// Hits since start.
     pub(crate) hits: AtomicU64,
+    /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
+    pub(crate) rec_kind: u8,
+    /// Profile-point figures, when this is an ENTER site.
+    pub(crate) point: crate::recorder::Point,
 }
 
 // SAFETY: the raw pointers point into the loaded objects' read-only data, shared by all threads.
@@ -306,6 +310,8 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             state: AtomicU8::new(DISABLED),
             handlers: AtomicU64::new(0),
             hits: AtomicU64::new(0),
+            rec_kind: format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8),
+            point: crate::recorder::Point::new(),
         }));
         let mut mask = 0u64;
         for (h, handler) in reg.handlers.iter().enumerate() {
@@ -562,6 +568,8 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
                 state: AtomicU8::new(DISABLED),
                 handlers: AtomicU64::new(0),
                 hits: AtomicU64::new(0),
+                rec_kind: 0,
+                point: crate::recorder::Point::new(),
             }))
         })
         .collect();

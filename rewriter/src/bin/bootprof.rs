@@ -13,6 +13,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a program with probes enabled and its hits recorded; the trace is written when it
+    /// exits (bootprof.<pid>.trace unless -o). The program must have been linked by bootprof-link.
+    Run {
+        /// Patterns of the sites to enable (provider:name, or a function for hooks; `*`
+        /// wildcards at either end). Repeatable; default: every site.
+        #[arg(short = 'e', long = "enable", value_name = "PATTERN")]
+        enable: Vec<String>,
+        /// How enabled sites fire.
+        #[arg(long, value_enum, default_value = "trap")]
+        mode: RunMode,
+        /// The trace file.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Capacity of the event log, in records.
+        #[arg(long, value_name = "RECORDS")]
+        buffer: Option<usize>,
+        /// Print the profile-point table to stderr when the program exits.
+        #[arg(long)]
+        points: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Print the probe-site table of a linked executable or shared object, and check that every
     /// site holds its NOP (exit status 1 if one does not).
     List {
@@ -24,9 +47,83 @@ enum Command {
     },
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RunMode {
+    /// int3 over each site; hits go through a SIGTRAP handler.
+    Trap,
+    /// The call to each site's stub is put back; faster hits.
+    Call,
+}
+
+/// Runs the program with the recorder's environment; returns its exit code.
+fn run(
+    enable: Vec<String>,
+    mode: RunMode,
+    output: Option<PathBuf>,
+    buffer: Option<usize>,
+    points: bool,
+    command: Vec<std::ffi::OsString>,
+) -> Result<i32, String> {
+    use std::os::unix::process::ExitStatusExt;
+    let patterns = if enable.is_empty() {
+        "*".to_string()
+    } else {
+        enable.join(",")
+    };
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("BOOTPROF_ENABLE", patterns)
+        .env(
+            "BOOTPROF_MODE",
+            match mode {
+                RunMode::Trap => "trap",
+                RunMode::Call => "call",
+            },
+        )
+        .env("BOOTPROF_RECORD", "1");
+    if let Some(o) = &output {
+        cmd.env("BOOTPROF_OUTPUT", o);
+    }
+    if let Some(b) = buffer {
+        cmd.env("BOOTPROF_BUFFER", b.to_string());
+    }
+    if points {
+        cmd.env("BOOTPROF_POINTS", "1");
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", command[0].to_string_lossy()))?;
+    let pid = child.id();
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let trace = output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{pid}.trace")));
+    if !trace.exists() {
+        eprintln!(
+            "bootprof: no trace was written ({}): was the program linked by bootprof-link?",
+            trace.display()
+        );
+    }
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
 fn main() {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run {
+            enable,
+            mode,
+            output,
+            buffer,
+            points,
+            command,
+        } => match run(enable, mode, output, buffer, points, command) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                eprintln!("bootprof: error: {e}");
+                std::process::exit(1);
+            }
+        },
         Command::List { json, binary } => match bootprof_rewriter::list::list(&binary) {
             Ok(listing) => {
                 let text = if json {

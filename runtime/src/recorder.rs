@@ -1,0 +1,497 @@
+//! Recorders: takes hits of enabled sites; hands on a TSLOG-style event log, dumped as a trace
+//! file (`bootprof_format::trace`), and Lego-style profile points.
+//!
+//! - **Event log.** A fixed array of 32-byte records, mapped once (`BOOTPROF_BUFFER` records,
+//!   default 262,144) when recording starts, so it works from the first constructor without the
+//!   allocator. Threads take chunks of it with one atomic add per chunk and fill their chunk with
+//!   plain stores: the record path shares no atomic with other threads. When the array is full,
+//!   records are dropped and counted; the start of the boot is never overwritten and nothing
+//!   blocks. Which hit becomes which record is `bootprof_format::trace::record_kind`.
+//! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
+//!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
+//!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
+//! - **Dump.** At exit, on `bootprof_dump()`, and on the signal named by `BOOTPROF_DUMP_SIGNAL`
+//!   (handled by a thread woken through a pipe, since writing files is not signal-safe), the log is
+//!   written to `BOOTPROF_OUTPUT` (default `bootprof.<pid>.trace`) under a temporary name, then
+//!   renamed. The TSC frequency is measured between the start of recording and the dump.
+
+use crate::dispatch::rdtsc;
+use crate::registry::{self, SiteRec};
+use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Records a thread takes at a time.
+const CHUNK: usize = 256;
+/// Default capacity, in records.
+pub const DEFAULT_BUFFER: usize = 262_144;
+
+#[repr(C)]
+struct Slot {
+    tsc: u64,
+    arg: u64,
+    tid: u32,
+    site: u32,
+    /// 0 = not written (yet).
+    kind: u8,
+    _pad: [u8; 7],
+}
+
+static RECORDING: AtomicBool = AtomicBool::new(false);
+static FULL: AtomicBool = AtomicBool::new(false);
+static SLOTS: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
+static CAPACITY: AtomicUsize = AtomicUsize::new(0);
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static START_TSC: AtomicU64 = AtomicU64::new(0);
+static START_NS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's chunk: next free slot and end.
+    static CHUNK_POS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
+    static STACK: Cell<usize> = const { Cell::new(0) };
+    static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = const { [const { Cell::new((0, 0)) }; STACK_DEPTH] };
+}
+
+const STACK_DEPTH: usize = 128;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether hits are being recorded.
+#[inline]
+pub fn recording() -> bool {
+    RECORDING.load(Ordering::Relaxed)
+}
+
+/// Starts recording with room for `capacity` records (the first call maps the buffer; later calls
+/// only switch recording back on). Returns false if the buffer cannot be mapped.
+pub fn start(capacity: usize) -> bool {
+    if SLOTS.load(Ordering::Acquire).is_null() {
+        let capacity = capacity.max(CHUNK);
+        let bytes = capacity * std::mem::size_of::<Slot>();
+        // SAFETY: an anonymous private mapping, zero-filled, never unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            crate::note("cannot map the record buffer; not recording");
+            return false;
+        }
+        START_TSC.store(rdtsc(), Ordering::Relaxed);
+        START_NS.store(monotonic_ns(), Ordering::Relaxed);
+        CAPACITY.store(capacity, Ordering::Relaxed);
+        SLOTS.store(p.cast(), Ordering::Release);
+    }
+    RECORDING.store(true, Ordering::Release);
+    true
+}
+
+/// Stops recording (what was recorded stays, for the dump).
+pub fn stop() {
+    RECORDING.store(false, Ordering::Release);
+}
+
+/// Records one hit of `site` (an enabled site whose record kind is not "none").
+#[inline]
+pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: u64) {
+    if matches!(kind, RecordKind::Enter | RecordKind::Exit) {
+        profile_point(site, kind, tsc);
+    }
+    let slots = SLOTS.load(Ordering::Relaxed);
+    if slots.is_null() {
+        return;
+    }
+    let pos = CHUNK_POS.with(|c| {
+        let (mut pos, mut end) = c.get();
+        if pos == end {
+            if FULL.load(Ordering::Relaxed) {
+                return None;
+            }
+            let cap = CAPACITY.load(Ordering::Relaxed);
+            let start = NEXT.fetch_add(CHUNK, Ordering::Relaxed);
+            if start >= cap {
+                FULL.store(true, Ordering::Relaxed);
+                return None;
+            }
+            pos = start;
+            end = (start + CHUNK).min(cap);
+        }
+        c.set((pos + 1, end));
+        Some(pos)
+    });
+    let Some(pos) = pos else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    // SAFETY: `pos` is inside the mapping and belongs to this thread's chunk alone.
+    unsafe {
+        let s = slots.add(pos);
+        (*s).tsc = tsc;
+        (*s).arg = arg;
+        (*s).tid = tid;
+        (*s).site = site.id;
+        // The kind goes last: a dump running meanwhile skips a slot whose kind is still 0.
+        std::ptr::write_volatile(&mut (*s).kind, kind as u8);
+    }
+}
+
+/// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
+fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
+    let depth = STACK.with(Cell::get);
+    if kind == RecordKind::Enter {
+        if depth < STACK_DEPTH {
+            FRAMES.with(|f| f[depth].set((site as *const SiteRec as usize, tsc)));
+        }
+        STACK.with(|s| s.set(depth + 1));
+        return;
+    }
+    // EXIT: pop to the frame of the same function (frames of functions left by longjmp or
+    // unwinding are dropped on the way).
+    let mut d = depth.min(STACK_DEPTH);
+    while d > 0 {
+        d -= 1;
+        let (enter, t0) = FRAMES.with(|f| f[d].get());
+        // SAFETY: frames hold addresses of leaked, never-freed SiteRecs.
+        let enter = unsafe { &*(enter as *const SiteRec) };
+        if enter.c_function == site.c_function {
+            let ns_ticks = tsc.saturating_sub(t0);
+            let p = &enter.point;
+            p.count.fetch_add(1, Ordering::Relaxed);
+            p.total.fetch_add(ns_ticks, Ordering::Relaxed);
+            p.min.fetch_min(ns_ticks, Ordering::Relaxed);
+            p.max.fetch_max(ns_ticks, Ordering::Relaxed);
+            STACK.with(|s| s.set(d));
+            return;
+        }
+    }
+    STACK.with(|s| s.set(depth.saturating_sub(1)));
+}
+
+/// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).
+#[derive(Default)]
+pub struct Point {
+    pub(crate) count: AtomicU64,
+    pub(crate) total: AtomicU64,
+    pub(crate) min: AtomicU64,
+    pub(crate) max: AtomicU64,
+}
+
+impl Point {
+    pub(crate) const fn new() -> Point {
+        Point {
+            count: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+/// TSC ticks per second, measured between the start of recording and now (at least 20 ms).
+pub fn tsc_hz() -> u64 {
+    let (mut t0, mut n0) = (
+        START_TSC.load(Ordering::Relaxed),
+        START_NS.load(Ordering::Relaxed),
+    );
+    if t0 == 0 {
+        t0 = rdtsc();
+        n0 = monotonic_ns();
+    }
+    let mut t1 = rdtsc();
+    let mut n1 = monotonic_ns();
+    while n1.saturating_sub(n0) < 20_000_000 {
+        std::hint::spin_loop();
+        t1 = rdtsc();
+        n1 = monotonic_ns();
+    }
+    ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64
+}
+
+/// One line per profile point that was hit: name, count, total ms, average, min and max ns.
+pub fn points_table() -> String {
+    use std::collections::BTreeMap;
+    let hz = tsc_hz() as f64;
+    let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
+    // Aggregate by name: a function may have several ENTER sites.
+    let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
+    for s in registry::lock().sites.iter() {
+        let count = s.point.count.load(Ordering::Relaxed);
+        if count == 0 {
+            continue;
+        }
+        let e = by_name.entry(s.function).or_insert((0, 0, u64::MAX, 0));
+        e.0 += count;
+        e.1 += s.point.total.load(Ordering::Relaxed);
+        e.2 = e.2.min(s.point.min.load(Ordering::Relaxed));
+        e.3 = e.3.max(s.point.max.load(Ordering::Relaxed));
+    }
+    let mut rows: Vec<_> = by_name.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .1));
+    let mut out = format!(
+        "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
+        "profile point", "count", "total ms", "avg ns", "min ns", "max ns"
+    );
+    for (name, (count, total, min, max)) in rows {
+        out.push_str(&format!(
+            "{:<40} {:>10} {:>12.3} {:>12.0} {:>12.0} {:>12.0}\n",
+            name,
+            count,
+            ns(total) / 1e6,
+            ns(total) / count as f64,
+            ns(min),
+            ns(max)
+        ));
+    }
+    out
+}
+
+/// The default trace path: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`.
+pub fn default_path() -> std::path::PathBuf {
+    match std::env::var_os("BOOTPROF_OUTPUT") {
+        Some(p) if !p.is_empty() => p.into(),
+        // SAFETY: getpid has no preconditions.
+        _ => format!("bootprof.{}.trace", unsafe { libc::getpid() }).into(),
+    }
+}
+
+/// Writes the log recorded so far to `path` (atomically: a temporary file, then a rename).
+/// Returns the number of records written.
+pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
+    let slots = SLOTS.load(Ordering::Acquire);
+    let used = NEXT
+        .load(Ordering::Relaxed)
+        .min(CAPACITY.load(Ordering::Relaxed));
+    let mut records: Vec<Record> = Vec::new();
+    if !slots.is_null() {
+        // SAFETY: the first `used` slots are inside the mapping; unwritten ones have kind 0.
+        let all = unsafe { std::slice::from_raw_parts(slots, used) };
+        for s in all {
+            // SAFETY: reading a byte another thread may be writing: at worst we see 0 and skip.
+            let kind = unsafe { std::ptr::read_volatile(&s.kind) };
+            if let Some(kind) = RecordKind::from_u8(kind) {
+                records.push(Record {
+                    tsc: s.tsc,
+                    arg: s.arg,
+                    tid: s.tid,
+                    site: s.site,
+                    kind,
+                });
+            }
+        }
+    }
+    records.sort_by_key(|r| r.tsc);
+
+    // Sites (all registered ones), their names in the pool; record site ids -> table indices.
+    let mut strings: Vec<u8> = Vec::new();
+    let mut interned: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut intern = |s: &'static str, strings: &mut Vec<u8>| -> u32 {
+        if s.is_empty() {
+            return fmt::NONE;
+        }
+        *interned.entry(s).or_insert_with(|| {
+            let at = strings.len() as u32;
+            strings.extend_from_slice(s.as_bytes());
+            strings.push(0);
+            at
+        })
+    };
+    let reg = registry::lock();
+    let mut index_of = std::collections::HashMap::new();
+    let mut sites = Vec::with_capacity(reg.sites.len());
+    for (i, s) in reg.sites.iter().enumerate() {
+        index_of.insert(s.id, i as u32);
+        sites.push(SiteEntry {
+            id: s.id,
+            kind: s.kind as u8,
+            name: intern(s.name, &mut strings),
+            function: intern(s.function, &mut strings),
+            provider: intern(s.provider, &mut strings),
+            func_offset: s.func_offset,
+            address: s.addr,
+        });
+    }
+    drop(reg);
+    for r in &mut records {
+        r.site = index_of.get(&r.site).copied().unwrap_or(fmt::NO_SITE);
+    }
+    // Threads: every tid seen, named from /proc while it still runs.
+    let mut tids: Vec<u32> = records.iter().map(|r| r.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let mut threads = Vec::with_capacity(tids.len());
+    for tid in tids {
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default();
+        let name = if comm.is_empty() {
+            fmt::NONE
+        } else {
+            intern(Box::leak(comm.into_boxed_str()), &mut strings)
+        };
+        threads.push((tid, name));
+    }
+    let header = TraceHeader {
+        tsc_hz: tsc_hz(),
+        start_tsc: START_TSC.load(Ordering::Relaxed),
+        // SAFETY: getpid has no preconditions.
+        pid: unsafe { libc::getpid() } as u32,
+        sites: sites.len() as u32,
+        threads: threads.len() as u32,
+        strings: strings.len() as u32,
+        records: records.len() as u64,
+        dropped: DROPPED.load(Ordering::Relaxed),
+    };
+    let mut out = Vec::with_capacity(header.file_size().unwrap_or(0) as usize);
+    out.extend_from_slice(&header.encode());
+    for s in &sites {
+        out.extend_from_slice(&s.encode());
+    }
+    for (tid, name) in &threads {
+        out.extend_from_slice(&tid.to_le_bytes());
+        out.extend_from_slice(&name.to_le_bytes());
+    }
+    out.extend_from_slice(&strings);
+    for r in &records {
+        out.extend_from_slice(&r.encode());
+    }
+    let tmp = path.with_extension(format!("tmp.{}", header.pid));
+    std::fs::write(&tmp, &out)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(header.records)
+}
+
+/// Reads the recorder's environment at the first registration: `BOOTPROF_OUTPUT` (or
+/// `BOOTPROF_RECORD=1`) starts recording into a buffer of `BOOTPROF_BUFFER` records and dumps at
+/// exit; `BOOTPROF_DUMP_SIGNAL` (a number or a name like `USR2`) dumps on that signal;
+/// `BOOTPROF_POINTS=1` prints the profile-point table to stderr at exit.
+pub(crate) fn init_from_environment() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let output = std::env::var_os("BOOTPROF_OUTPUT").is_some_and(|v| !v.is_empty());
+        let record = output || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1");
+        let points = std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1");
+        if record {
+            let capacity = std::env::var("BOOTPROF_BUFFER")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(DEFAULT_BUFFER);
+            start(capacity);
+        }
+        if record || points {
+            extern "C" fn at_exit() {
+                if std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1") {
+                    crate::note_raw(&points_table());
+                }
+                if SLOTS.load(Ordering::Acquire).is_null() {
+                    return;
+                }
+                let path = default_path();
+                match dump(&path) {
+                    Ok(n) => {
+                        let dropped = DROPPED.load(Ordering::Relaxed);
+                        let extra = if dropped > 0 {
+                            format!(" ({dropped} dropped: buffer full)")
+                        } else {
+                            String::new()
+                        };
+                        crate::note(&format!("{n} records written to {}{extra}", path.display()));
+                    }
+                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                }
+            }
+            // SAFETY: registers a function with no preconditions.
+            unsafe { libc::atexit(at_exit) };
+        }
+        if let Ok(sig) = std::env::var("BOOTPROF_DUMP_SIGNAL") {
+            match signal_number(&sig) {
+                Some(n) => dump_on_signal(n),
+                None => crate::note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
+            }
+        }
+    });
+}
+
+fn signal_number(s: &str) -> Option<libc::c_int> {
+    if let Ok(n) = s.parse::<libc::c_int>() {
+        return (1..64).contains(&n).then_some(n);
+    }
+    Some(match s.trim_start_matches("SIG") {
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "HUP" => libc::SIGHUP,
+        "PROF" => libc::SIGPROF,
+        "WINCH" => libc::SIGWINCH,
+        _ => return None,
+    })
+}
+
+static DUMP_PIPE: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Dumps when `sig` arrives: the handler writes a byte to a pipe; a thread waiting on it dumps.
+fn dump_on_signal(sig: libc::c_int) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        crate::note("cannot create the dump pipe");
+        return;
+    }
+    DUMP_PIPE.store(fds[1] as usize, Ordering::Release);
+    let reader = fds[0];
+    let spawned = std::thread::Builder::new()
+        .name("bootprof-dump".into())
+        .spawn(move || loop {
+            let mut b = [0u8; 1];
+            // SAFETY: reads one byte into our buffer from our pipe.
+            let n = unsafe { libc::read(reader, b.as_mut_ptr().cast(), 1) };
+            if n == 1 {
+                let path = default_path();
+                match dump(&path) {
+                    Ok(n) => crate::note(&format!("{n} records written to {}", path.display())),
+                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                }
+            } else if n == 0 {
+                return;
+            }
+        });
+    if spawned.is_err() {
+        crate::note("cannot start the dump thread");
+        return;
+    }
+    extern "C" fn on_signal(_: libc::c_int) {
+        let fd = DUMP_PIPE.load(Ordering::Acquire);
+        if fd != usize::MAX {
+            // SAFETY: write(2) is async-signal-safe; one byte from a static buffer.
+            unsafe { libc::write(fd as libc::c_int, b"d".as_ptr().cast(), 1) };
+        }
+    }
+    // SAFETY: installs a handler that only calls write(2).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Number of records dropped so far because the buffer was full.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
