@@ -377,3 +377,186 @@ fn c_program_linking_the_shared_runtime_library_itself() {
     };
     assert!(ok(&run(&exe, &[], &[("BOOTPROF_ENABLE", "boot:*")])).contains("constructor: 1"));
 }
+
+/// A trace file, decoded with the format crate (the reports have their own reader; this one
+/// checks the recorder against the format's definition).
+struct Trace {
+    header: bootprof_format::trace::TraceHeader,
+    /// (provider, name, function) per site.
+    sites: Vec<(String, String, String)>,
+    records: Vec<bootprof_format::trace::Record>,
+}
+
+fn read_trace(path: &Path) -> Trace {
+    use bootprof_format::trace::*;
+    let d = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = TraceHeader::decode(&d).unwrap();
+    assert_eq!(
+        header.file_size(),
+        Some(d.len() as u64),
+        "size implied by the header"
+    );
+    let mut off = HEADER_SIZE;
+    let entries: Vec<SiteEntry> = (0..header.sites as usize)
+        .map(|i| SiteEntry::decode(d[off + i * SITE_SIZE..][..SITE_SIZE].try_into().unwrap()))
+        .collect();
+    off += header.sites as usize * SITE_SIZE + header.threads as usize * THREAD_SIZE;
+    let pool = &d[off..off + header.strings as usize];
+    off += header.strings as usize;
+    let s = |o: u32| -> String {
+        if o == NONE {
+            return String::new();
+        }
+        let rest = &pool[o as usize..];
+        String::from_utf8_lossy(&rest[..rest.iter().position(|&b| b == 0).unwrap()]).into_owned()
+    };
+    let sites = entries
+        .iter()
+        .map(|e| (s(e.provider), s(e.name), s(e.function)))
+        .collect();
+    let records = (0..header.records as usize)
+        .map(|i| {
+            Record::decode(
+                d[off + i * RECORD_SIZE..][..RECORD_SIZE]
+                    .try_into()
+                    .unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    Trace {
+        header,
+        sites,
+        records,
+    }
+}
+
+#[test]
+fn boot_example_phases_have_their_durations_in_the_trace() {
+    use bootprof_format::trace::RecordKind;
+    let w = Work::new("boot");
+    let exe = w.build(
+        "boot",
+        &[root().join("examples/boot/main.c").to_str().unwrap()],
+        &[],
+        &[],
+    );
+    let trace_path = w.path("boot.trace");
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--points", "-o"])
+        .arg(&trace_path)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(ok(&o).contains("booted with 3 settings"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("parse_config"),
+        "points table on stderr"
+    );
+    let t = read_trace(&trace_path);
+    assert_eq!(t.header.dropped, 0);
+    assert!(
+        t.header.tsc_hz > 100_000_000,
+        "TSC frequency {}",
+        t.header.tsc_hz
+    );
+    let ms = |ticks: u64| ticks as f64 * 1e3 / t.header.tsc_hz as f64;
+    // ENTER/EXIT pairs of each annotated function (one thread each here).
+    let mut open: std::collections::HashMap<String, u64> = Default::default();
+    let mut took: std::collections::HashMap<String, f64> = Default::default();
+    let (mut wait, mut hold) = (None, None);
+    for r in &t.records {
+        let (provider, name, function) = &t.sites[r.site as usize];
+        match r.kind {
+            RecordKind::Enter => drop(open.insert(function.clone(), r.tsc)),
+            RecordKind::Exit => {
+                let start = open.remove(function).expect("EXIT without ENTER");
+                took.insert(function.clone(), ms(r.tsc - start));
+            }
+            RecordKind::Wait => wait = Some(r.tsc),
+            RecordKind::Unwait => wait = wait.map(|w| r.tsc - w),
+            RecordKind::Hold => hold = Some(r.tsc),
+            RecordKind::Release => hold = hold.map(|h| r.tsc - h),
+            _ => assert!(matches!(
+                (provider.as_str(), name.as_str()),
+                ("bpevent", "booted") | ("bpthread", _)
+            )),
+        }
+    }
+    // Sleeps are lower bounds; a loaded machine may add, never take away.
+    for (f, want) in [
+        ("early_init", 20.0),
+        ("parse_config", 30.0),
+        ("warm_cache", 60.0),
+        ("delay", 40.0),
+    ] {
+        let got = took[f];
+        assert!(
+            got >= want && got < want + 100.0,
+            "{f}: {got:.2} ms, want about {want}"
+        );
+    }
+    let (wait, hold) = (ms(wait.unwrap()), ms(hold.unwrap()));
+    assert!(
+        wait >= 55.0 && hold >= 60.0 && (wait - hold).abs() < 20.0,
+        "wait {wait:.2} ms, hold {hold:.2} ms"
+    );
+    assert!(took["main"] >= 130.0, "main {}", took["main"]);
+}
+
+#[test]
+fn full_buffer_keeps_the_start_and_counts_the_drops() {
+    use bootprof_format::trace::RecordKind;
+    let w = Work::new("flood");
+    let exe = w.build("flood", &["flood.c"], &[], &[]);
+    let trace_path = w.path("flood.trace");
+    let o = run(
+        &exe,
+        &[],
+        &[
+            ("BOOTPROF_ENABLE", "flood:*"),
+            ("BOOTPROF_OUTPUT", trace_path.to_str().unwrap()),
+            ("BOOTPROF_BUFFER", "1000"),
+        ],
+    );
+    ok(&o);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("4000 dropped"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = read_trace(&trace_path);
+    assert_eq!((t.header.records, t.header.dropped), (1000, 4000));
+    let args: Vec<u64> = t
+        .records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Event)
+        .map(|r| r.arg)
+        .collect();
+    assert_eq!(
+        args,
+        (0..1000).collect::<Vec<u64>>(),
+        "the first 1000 events, in order"
+    );
+}
+
+#[test]
+fn dump_on_a_signal_while_running() {
+    let w = Work::new("sigdump");
+    let exe = w.build("flood", &["flood.c"], &[], &[]);
+    let trace_path = w.path("sig.trace");
+    let o = run(
+        &exe,
+        &[trace_path.to_str().unwrap()],
+        &[
+            ("BOOTPROF_ENABLE", "flood:*"),
+            ("BOOTPROF_RECORD", "1"),
+            ("BOOTPROF_OUTPUT", trace_path.to_str().unwrap()),
+            ("BOOTPROF_DUMP_SIGNAL", "USR2"),
+        ],
+    );
+    assert!(ok(&o).contains("dumped on signal"));
+    // The dump at exit replaced the one made on the signal: all 5000 events.
+    assert_eq!(read_trace(&trace_path).header.records, 5000);
+}
