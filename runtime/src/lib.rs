@@ -8,8 +8,8 @@
 //! ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode ([`dispatch`]: the call to
 //! the stub is put back); handlers get a [`Hit`].
 //!
-//! `BOOTPROF_ENABLE="pattern,pattern"` and `BOOTPROF_MODE=trap|call` are read when the first
-//! table registers, before the program's own constructors; they are ignored (with a note on
+//! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled) and
+//! `BOOTPROF_MODE=trap|call` are read when the first table registers, before the program's own constructors; they are ignored (with a note on
 //! stderr) in secure-execution mode. The runtime never writes to stdout.
 #![deny(missing_docs)]
 
@@ -170,7 +170,7 @@ pub fn hits(pattern: &str) -> Result<u64, Error> {
     Ok(registry::lock()
         .sites
         .iter()
-        .filter(|s| p.matches(s.match_name))
+        .filter(|s| s.matches(&p))
         .map(|s| s.hits.load(Ordering::Relaxed))
         .sum())
 }
@@ -205,6 +205,12 @@ pub(crate) fn apply_environment() {
 
 fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
     let patterns = std::env::var_os("BOOTPROF_ENABLE")?;
+    if let Some(notrace) = std::env::var_os("BOOTPROF_NOTRACE") {
+        match pattern::parse_list(&notrace.to_string_lossy()) {
+            Ok(list) => registry::lock().notrace.extend(list),
+            Err(e) => note(&format!("BOOTPROF_NOTRACE: {e}")),
+        }
+    }
     // SAFETY: getauxval has no preconditions.
     if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
         note("BOOTPROF_ENABLE ignored in secure-execution mode");

@@ -87,6 +87,14 @@ impl SiteRec {
         self.form.len()
     }
 
+    /// Whether `pattern` selects this site: by `provider:name` for probes, by function for hooks,
+    /// and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations, whose region is their
+    /// function.
+    pub fn matches(&self, pattern: &Pattern) -> bool {
+        pattern.matches(self.match_name)
+            || (self.provider == "bootprof" && pattern.matches(self.function))
+    }
+
     /// Whether the site is a tail jump.
     pub fn is_tail(&self) -> bool {
         self.form.is_tail()
@@ -315,10 +323,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         }));
         let mut mask = 0u64;
         for (h, handler) in reg.handlers.iter().enumerate() {
-            if handler
-                .as_ref()
-                .is_some_and(|h| h.pattern.matches(rec.match_name))
-            {
+            if handler.as_ref().is_some_and(|h| rec.matches(&h.pattern)) {
                 mask |= 1 << h;
             }
         }
@@ -377,8 +382,8 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
         .sites
         .iter()
         .copied()
-        .filter(|s| pattern.matches(s.match_name))
-        .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| n.matches(s.match_name)))
+        .filter(|s| s.matches(&pattern))
+        .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
         .filter(|s| s.state() != to)
         .collect();
     if chosen.is_empty() {
@@ -511,7 +516,7 @@ pub(crate) fn add_handler(
         None => return Err(Error::TooManyHandlers),
     };
     crate::dispatch::set_slot(slot, Some((func, cookie)));
-    for s in reg.sites.iter().filter(|s| pattern.matches(s.match_name)) {
+    for s in reg.sites.iter().filter(|s| s.matches(&pattern)) {
         s.handlers.fetch_or(1 << slot, Ordering::AcqRel);
     }
     reg.handlers[slot] = Some(Handler { pattern });

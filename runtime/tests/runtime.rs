@@ -503,6 +503,25 @@ fn boot_example_phases_have_their_durations_in_the_trace() {
         "wait {wait:.2} ms, hold {hold:.2} ms"
     );
     assert!(took["main"] >= 130.0, "main {}", took["main"]);
+
+    // notrace wins over the default "enable everything": an annotated function left out.
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "-x", "delay", "-o"])
+        .arg(&trace_path)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    ok(&o);
+    let t = read_trace(&trace_path);
+    assert!(t
+        .records
+        .iter()
+        .all(|r| t.sites[r.site as usize].2 != "delay"));
+    assert!(t
+        .records
+        .iter()
+        .any(|r| t.sites[r.site as usize].2 == "parse_config"));
 }
 
 #[test]

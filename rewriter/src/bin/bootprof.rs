@@ -20,6 +20,10 @@ enum Command {
         /// wildcards at either end). Repeatable; default: every site.
         #[arg(short = 'e', long = "enable", value_name = "PATTERN")]
         enable: Vec<String>,
+        /// Patterns of sites never to enable, even when an --enable pattern matches them
+        /// (ftrace's set_ftrace_notrace). Repeatable.
+        #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
+        notrace: Vec<String>,
         /// How enabled sites fire.
         #[arg(long, value_enum, default_value = "trap")]
         mode: RunMode,
@@ -56,8 +60,10 @@ enum RunMode {
 }
 
 /// Runs the program with the recorder's environment; returns its exit code.
+#[allow(clippy::too_many_arguments)]
 fn run(
     enable: Vec<String>,
+    notrace: Vec<String>,
     mode: RunMode,
     output: Option<PathBuf>,
     buffer: Option<usize>,
@@ -81,6 +87,9 @@ fn run(
             },
         )
         .env("BOOTPROF_RECORD", "1");
+    if !notrace.is_empty() {
+        cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
+    }
     if let Some(o) = &output {
         cmd.env("BOOTPROF_OUTPUT", o);
     }
@@ -112,12 +121,13 @@ fn main() {
     match cli.command {
         Command::Run {
             enable,
+            notrace,
             mode,
             output,
             buffer,
             points,
             command,
-        } => match run(enable, mode, output, buffer, points, command) {
+        } => match run(enable, notrace, mode, output, buffer, points, command) {
             Ok(code) => std::process::exit(code),
             Err(e) => {
                 eprintln!("bootprof: error: {e}");
