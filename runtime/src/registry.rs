@@ -553,29 +553,7 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
     let sites: Vec<&'static SiteRec> = (0..n)
         .map(|i| {
             addr += 5 + rand() % 36;
-            &*Box::leak(Box::new(SiteRec {
-                id: i as u32,
-                table: 0,
-                addr,
-                kind: Kind::Fentry,
-                form: Form::CallRel32,
-                target: 0,
-                provider: "",
-                name: "",
-                function: "",
-                func_offset: 0,
-                match_name: "",
-                c_provider: std::ptr::null(),
-                c_name: std::ptr::null(),
-                c_function: std::ptr::null(),
-                stub_id: 0,
-                nop: [0; 8],
-                state: AtomicU8::new(DISABLED),
-                handlers: AtomicU64::new(0),
-                hits: AtomicU64::new(0),
-                rec_kind: 0,
-                point: crate::recorder::Point::new(),
-            }))
+            synthetic_site(i as u32, addr)
         })
         .collect();
     let index = Index::new(sites, HashMap::new());
@@ -594,4 +572,32 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
     let hash = time(&|a| index.lookup(a));
     let sorted = time(&|a| index.lookup_sorted(a));
     (hash, sorted)
+}
+
+/// A site with no object behind it, for the benchmarks.
+#[doc(hidden)]
+pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
+    Box::leak(Box::new(SiteRec {
+        id,
+        table: 0,
+        addr,
+        kind: Kind::Fentry,
+        form: Form::CallRel32,
+        target: 0,
+        provider: "",
+        name: "",
+        function: "",
+        func_offset: 0,
+        match_name: "",
+        c_provider: std::ptr::null(),
+        c_name: std::ptr::null(),
+        c_function: std::ptr::null(),
+        stub_id: 0,
+        nop: [0; 8],
+        state: AtomicU8::new(DISABLED),
+        handlers: AtomicU64::new(0),
+        hits: AtomicU64::new(0),
+        rec_kind: 0,
+        point: crate::recorder::Point::new(),
+    }))
 }
