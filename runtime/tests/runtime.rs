@@ -579,3 +579,110 @@ fn dump_on_a_signal_while_running() {
     // The dump at exit replaced the one made on the signal: all 5000 events.
     assert_eq!(read_trace(&trace_path).header.records, 5000);
 }
+
+/// The function tracer against an outside opinion: for the same `-pg -mfentry` run, every
+/// function entry bootprof records matches uftrace's, in order, with the same caller.
+#[test]
+fn function_trace_matches_uftrace_call_for_call() {
+    use bootprof_format::trace::RecordKind;
+    if Command::new("uftrace").arg("--version").output().is_err() {
+        eprintln!("skipped: uftrace not found");
+        return;
+    }
+    let w = Work::new("uftrace");
+    let flags = ["-O0", "-pg", "-mfentry"];
+    let ours = w.build("calls", &["calls.c"], &flags, &[]);
+    // uftrace's run: the same object linked plainly (uftrace provides __fentry__ itself).
+    let obj = w.path("calls.o");
+    let plain = w.path("calls-plain");
+    let st = Command::new("cc")
+        .args(["-pg", "-o"])
+        .arg(&plain)
+        .arg(&obj)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let data = w.path("uftrace.data");
+    let o = Command::new("uftrace")
+        .arg("record")
+        .arg("-d")
+        .arg(&data)
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "uftrace record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dump = Command::new("uftrace")
+        .arg("dump")
+        .arg("-d")
+        .arg(&data)
+        .arg("--no-libcall")
+        .output()
+        .unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    // "[entry] compute(55...) depth: 1": the caller is the innermost open entry.
+    let mut theirs = Vec::new();
+    let mut stack: Vec<String> = Vec::new();
+    for line in dump.lines() {
+        let Some(rest) = line.split("] ").nth(1) else {
+            continue;
+        };
+        let name = rest.split('(').next().unwrap().to_string();
+        if line.contains("[entry]") {
+            theirs.push((name.clone(), stack.last().cloned().unwrap_or_default()));
+            stack.push(name);
+        } else if line.contains("[exit ]") {
+            stack.pop();
+        }
+    }
+    assert!(
+        theirs.len() > 20,
+        "uftrace saw {} entries:\n{dump}",
+        theirs.len()
+    );
+
+    let trace_path = w.path("calls.trace");
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "-o"])
+        .arg(&trace_path)
+        .arg("--")
+        .arg(&ours)
+        .output()
+        .unwrap();
+    assert!(ok(&o).contains("sum:"));
+    let t = read_trace(&trace_path);
+    // Function start addresses from the table, to name the function a parent address is in.
+    let d = std::fs::read(&trace_path).unwrap();
+    let mut starts: Vec<(u64, String)> = (0..t.header.sites as usize)
+        .map(|i| {
+            let off = bootprof_format::trace::HEADER_SIZE + i * bootprof_format::trace::SITE_SIZE;
+            let e = bootprof_format::trace::SiteEntry::decode(d[off..off + 32].try_into().unwrap());
+            (e.address - u64::from(e.func_offset), t.sites[i].2.clone())
+        })
+        .collect();
+    starts.sort();
+    let caller_of = |parent: u64| -> String {
+        match starts.partition_point(|(a, _)| *a <= parent) {
+            0 => String::new(),
+            i => {
+                let (start, name) = &starts[i - 1];
+                // Beyond the traced functions (libc's start-up code): no traced caller.
+                if parent - start < 4096 && name != "" {
+                    name.clone()
+                } else {
+                    String::new()
+                }
+            }
+        }
+    };
+    let mine: Vec<(String, String)> = t
+        .records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Enter)
+        .map(|r| (t.sites[r.site as usize].2.clone(), caller_of(r.arg)))
+        .collect();
+    assert_eq!(mine, theirs, "bootprof (left) and uftrace (right) disagree");
+}
