@@ -341,6 +341,10 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
 /// Forgets the sites of the table starting at `start` (an object being unloaded), after putting
 /// their NOPs back. Returns how many sites were forgotten.
 pub(crate) fn unregister_table(start: u64) -> usize {
+    if crate::recorder::EXITING.load(Ordering::Relaxed) {
+        // The process is ending: its code goes away with it, and a thread may still run a site.
+        return 0;
+    }
     let mut reg = lock();
     let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
         reg.sites.iter().partition(|s| s.table == start);
