@@ -670,7 +670,7 @@ fn function_trace_matches_uftrace_call_for_call() {
             i => {
                 let (start, name) = &starts[i - 1];
                 // Beyond the traced functions (libc's start-up code): no traced caller.
-                if parent - start < 4096 && name != "" {
+                if parent - start < 4096 && !name.is_empty() {
                     name.clone()
                 } else {
                     String::new()
