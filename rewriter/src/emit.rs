@@ -137,10 +137,15 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
             ),
         ));
     }
-    if shstrndx == 0 || shstrndx >= n || shstrndx == symtab {
+    // The names of the new sections are appended to this table: it must be a string table.
+    if shstrndx == 0
+        || shstrndx >= n
+        || shstrndx == symtab
+        || out[shstrndx].sh_type() != elf::SHT_STRTAB.0
+    {
         return Err(malformed(
             at(None),
-            format!("bad section name table index {shstrndx}"),
+            format!("section name table index {shstrndx} is not a string table"),
         ));
     }
     let missing: Vec<usize> = by_section

@@ -47,7 +47,18 @@ fn rewrite_object_returns_on_every_fuzz_input() {
         let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            let _ = bootprof_rewriter::rewrite_object(&data, &name);
+            // Whatever is rewritten must be accepted again, and left as it is (idempotence).
+            if let Ok(bootprof_rewriter::Rewritten {
+                bytes: Some(out), ..
+            }) = bootprof_rewriter::rewrite_object(&data, &name)
+            {
+                match bootprof_rewriter::rewrite_object(&out, &name) {
+                    Ok(again) => {
+                        assert!(again.bytes.is_none(), "rewriting twice changed the object")
+                    }
+                    Err(e) => panic!("the rewritten object is rejected: {e}"),
+                }
+            }
         }));
         if let Err(payload) = result {
             panicked.push(format!("{}: {}", path.display(), panic_message(&*payload)));
