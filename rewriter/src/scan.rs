@@ -125,6 +125,7 @@ pub(crate) fn parse_header<'d>(data: &'d [u8], file: &str) -> Result<&'d FileHea
 pub(crate) fn malformed(at: Location, e: impl std::fmt::Display) -> Error {
     Error::Malformed {
         at,
+        format: "ELF",
         what: e.to_string(),
     }
 }
@@ -173,6 +174,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
 
     // Classify every symbol once, so the relocation loop is a table lookup.
     let mut class: Vec<u32> = vec![u32::MAX; symbols.len()];
+    let mut probes: Vec<ProbeSymbol> = Vec::new();
     for (index, sym) in symbols.enumerate() {
         if index.0 == 0 || sym.st_bind() == elf::STB_LOCAL {
             continue;
@@ -193,17 +195,22 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             }
             continue;
         };
+        // A call to a probe symbol is a site whether the symbol is undefined here (the usual
+        // case: the stub object will define it) or defined by the program itself (after a
+        // partial link, calls bind to such a definition; it then gets no stub).
+        class[index.0] = probes.len() as u32;
+        let symbol = ProbeSymbol {
+            name: name.to_vec(),
+            kind,
+        };
         if sym.st_shndx(LE) == elf::SHN_UNDEF {
-            class[index.0] = plan.referenced.len() as u32;
-            plan.referenced.push(ProbeSymbol {
-                name: name.to_vec(),
-                kind,
-            });
+            plan.referenced.push(symbol.clone());
         } else {
             plan.defined.push(name.to_vec());
         }
+        probes.push(symbol);
     }
-    if plan.referenced.is_empty() {
+    if probes.is_empty() {
         return Ok(plan);
     }
 
@@ -277,7 +284,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             }
             let r_offset = rela.r_offset(LE);
             let symbol =
-                String::from_utf8_lossy(&plan.referenced[probe as usize].name).into_owned();
+                String::from_utf8_lossy(&probes[probe as usize].name).into_owned();
             if !exec {
                 plan.not_sites.push(NotASite {
                     at: Location {
@@ -336,7 +343,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
         let mut verified: Vec<(&Candidate, usize, Form, usize)> = Vec::new();
         for c in cands.iter() {
             let r_offset = c.r_offset as usize;
-            let probe = &plan.referenced[c.probe as usize];
+            let probe = &probes[c.probe as usize];
             let where_ = || Location {
                 section: Some(sname.clone()),
                 offset: Some(c.r_offset),
@@ -375,7 +382,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             let starts: Vec<usize> = verified[i..j].iter().map(|v| v.1).collect();
             let ok = patch::on_boundaries(text, from, &starts);
             for (k, &(c, start, form, _)) in verified[i..j].iter().enumerate() {
-                let probe = &plan.referenced[c.probe as usize];
+                let probe = &probes[c.probe as usize];
                 if !ok[k] {
                     plan.not_sites.push(NotASite {
                         at: Location {

@@ -409,3 +409,48 @@ fn list_reports_a_site_without_its_nop() {
         "{o}"
     );
 }
+
+/// Regression (found by the link benchmark): a program that defines a probe function itself had
+/// its calls rewritten by the default gather but not after a partial link, where the calls bind
+/// to the definition. Both modes must find the same sites and run the same.
+#[test]
+fn both_gather_modes_rewrite_calls_to_probes_the_program_defines() {
+    let dir = TempDir::new("defined-probes");
+    write(
+        dir.join("a.c"),
+        "#include <stdio.h>\n\
+         void __dtrace_sdt_app__x(unsigned long);\n\
+         int __dtrace_isenabled_app__x(void);\n\
+         int main(void) { for (int i = 0; i < 3; i++) if (!__dtrace_isenabled_app__x()) __dtrace_sdt_app__x(i); puts(\"ok\"); return 0; }\n",
+    );
+    write(
+        dir.join("p.c"),
+        "#include <stdio.h>\n\
+         void __dtrace_sdt_app__x(unsigned long v) { printf(\"probe fn %lu\\n\", v); }\n\
+         int __dtrace_isenabled_app__x(void) { return 0; }\n",
+    );
+    let objects = vec![
+        compile_c(&dir.join("a.c"), &dir.join("a.o"), &["-O2"]),
+        compile_c(&dir.join("p.c"), &dir.join("p.o"), &["-O2"]),
+    ];
+    let mut listed = Vec::new();
+    for mode in ["", "--partial-link"] {
+        let out = dir.join(format!("t{mode}"));
+        let mut c = cmd(link_bin(), [] as [&str; 0]);
+        if !mode.is_empty() {
+            c.arg(mode);
+        }
+        run(c.arg("cc").arg("-o").arg(&out).args(&objects)).ok();
+        assert_eq!(
+            run(cmd(&out, [] as [&str; 0])).ok().stdout,
+            "ok\n",
+            "{mode}"
+        );
+        let text = run(cmd(BOOTPROF, ["list".as_ref(), out.as_os_str()]))
+            .ok()
+            .stdout;
+        listed.push(text.lines().last().unwrap_or_default().to_string());
+    }
+    assert_eq!(listed[0], "2 sites, all hold their NOP");
+    assert_eq!(listed[0], listed[1], "default and --partial-link disagree");
+}
