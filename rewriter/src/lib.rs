@@ -18,6 +18,7 @@ pub mod gather;
 pub mod link;
 pub mod list;
 pub(crate) mod patch;
+pub mod runtime_lib;
 pub mod scan;
 pub mod stubs;
 
@@ -149,6 +150,7 @@ fn runtime_args(line: &args::LinkLine) -> Result<Vec<String>> {
             lib.display()
         )));
     }
+    let lib = runtime_lib::prelinked(&lib).unwrap_or(lib);
     Ok(with_register(vec![lib.display().to_string(), "-lm".into()]))
 }
 
