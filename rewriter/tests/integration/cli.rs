@@ -454,3 +454,62 @@ fn both_gather_modes_rewrite_calls_to_probes_the_program_defines() {
     assert_eq!(listed[0], "2 sites, all hold their NOP");
     assert_eq!(listed[0], listed[1], "default and --partial-link disagree");
 }
+
+/// `-static-pie` (the runtime inside, probes enabled from the environment) and `-nostdlib` (no
+/// C library: no runtime, the stubs alone) both link and run.
+#[test]
+fn static_pie_and_nostdlib_links() {
+    let dir = TempDir::new("static-pie-nostdlib");
+    write(
+        dir.join("a.c"),
+        "#include <stdio.h>\n\
+         void __dtrace_sdt_sp__hit(unsigned long);\n\
+         long bootprof_hits(const char *);\n\
+         int main(void) { __dtrace_sdt_sp__hit(1); printf(\"hits %ld\\n\", bootprof_hits(\"sp:*\")); return 0; }\n",
+    );
+    let obj = compile_c(&dir.join("a.c"), &dir.join("a.o"), &["-O2", "-fPIE"]);
+    let exe = dir.join("sp");
+    run(cmd(link_bin(), ["cc", "-static-pie", "-o"])
+        .arg(&exe)
+        .arg(&obj))
+    .ok();
+    let file = run(cmd("file", [exe.as_os_str()])).ok().stdout;
+    assert!(file.contains("static-pie"), "{file}");
+    assert_eq!(run(cmd(&exe, [] as [&str; 0])).ok().stdout, "hits 0\n");
+    let enabled = run(cmd(&exe, [] as [&str; 0]).env("BOOTPROF_ENABLE", "sp:*")).ok();
+    assert_eq!(enabled.stdout, "hits 1\n");
+
+    write(
+        dir.join("n.c"),
+        "void __dtrace_sdt_bare__start(unsigned long);\n\
+         void _start(void) {\n\
+           __dtrace_sdt_bare__start(1);\n\
+           __asm__ volatile(\"mov $60, %eax; mov $7, %edi; syscall\");\n\
+         }\n",
+    );
+    let obj = compile_c(&dir.join("n.c"), &dir.join("n.o"), &["-O2", "-fno-pie"]);
+    let exe = dir.join("bare");
+    run(
+        cmd(link_bin(), ["cc", "-nostdlib", "-static", "-no-pie", "-o"])
+            .arg(&exe)
+            .arg(&obj),
+    )
+    .ok();
+    assert_eq!(run(cmd(&exe, [] as [&str; 0])).code, Some(7));
+    let listed = run(cmd(BOOTPROF, ["list".as_ref(), exe.as_os_str()]))
+        .ok()
+        .stdout;
+    assert!(
+        listed.ends_with("1 sites, all hold their NOP\n"),
+        "{listed}"
+    );
+}
+
+/// `-v` alone asks the driver for its version: passed through untouched.
+#[test]
+fn verbose_flag_alone_passes_through() {
+    let theirs = run(cmd("cc", ["-v"]));
+    let ours = run(cmd(link_bin(), ["cc", "-v"]));
+    assert_eq!(ours.code, theirs.code);
+    assert_eq!(ours.stderr, theirs.stderr);
+}
