@@ -56,11 +56,13 @@ pub enum Error {
         /// What is unsupported.
         what: String,
     },
-    /// The ELF structure is inconsistent (offsets outside the file, bad indices, ...).
-    #[error("{at}: malformed ELF: {what}")]
+    /// The input's structure is inconsistent (offsets outside the file, bad indices, ...).
+    #[error("{at}: malformed {format}: {what}")]
     Malformed {
         /// Where.
         at: Location,
+        /// What kind of input: `ELF` or `trace`.
+        format: &'static str,
         /// What is wrong.
         what: String,
     },
