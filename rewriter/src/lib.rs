@@ -18,6 +18,7 @@ pub mod gather;
 pub mod link;
 pub mod list;
 pub(crate) mod patch;
+pub mod report;
 pub mod runtime_lib;
 pub mod scan;
 pub mod stubs;

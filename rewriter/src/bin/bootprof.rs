@@ -1,5 +1,7 @@
-//! `bootprof`: the user-facing command. `bootprof list` prints a binary's probe-site table.
+//! `bootprof`: the user-facing command. `bootprof list` prints a binary's probe-site table;
+//! `bootprof report` turns a trace into a report.
 
+use bootprof_rewriter::report::Format;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -48,6 +50,18 @@ enum Command {
         json: bool,
         /// The executable or shared object.
         binary: PathBuf,
+    },
+    /// Turn a trace file (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace
+    /// JSON, folded stacks, an SVG flame chart, a profile-point table or a summary.
+    Report {
+        /// The output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Write the report to this file (atomically) instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The trace file.
+        file: PathBuf,
     },
 }
 
@@ -151,5 +165,15 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Command::Report {
+            format,
+            output,
+            file,
+        } => {
+            if let Err(e) = bootprof_rewriter::report::run(&file, format, output.as_deref()) {
+                eprintln!("bootprof: error: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

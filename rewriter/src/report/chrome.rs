@@ -1,0 +1,161 @@
+//! `--format chrome`: takes a [`Model`]; hands on Chrome Trace Event JSON, for chrome://tracing,
+//! Perfetto or speedscope:
+//!
+//! ```text
+//! {"traceEvents":[
+//! {"name":"thread_name","ph":"M","pid":1000,"tid":1000,"args":{"name":"main"}},
+//! {"name":"main","cat":"function","ph":"B","pid":1000,"tid":1000,"ts":0.000},
+//! {"name":"app:start","cat":"event","ph":"i","s":"t","pid":1000,"tid":1000,"ts":0.400,"args":{"arg":"0x7"}},
+//! {"name":"main","cat":"function","ph":"E","pid":1000,"tid":1000,"ts":1.800}
+//! ],"displayTimeUnit":"ns"}
+//! ```
+//!
+//! Frames are B/E pairs on their thread, in the order the [`timeline`](super::timeline) opens
+//! and closes them, so they balance per thread: an EXIT without its ENTER is dropped, frames
+//! open at the end close at the last record's time. Waits are frames of category `wait`, blame
+//! frames `blame`, and the holder's frames copied under them `blamed`. EVENT, HOLD and RELEASE
+//! records are thread-scoped instant events. Times are microseconds with three decimals.
+
+use super::model::{Model, NameId};
+use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use bootprof_format::trace::{Record, RecordKind};
+use std::io::{self, Write};
+
+/// Writes the Chrome JSON.
+pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
+    let pid = m.trace.header.pid;
+    writeln!(out, "{{\"traceEvents\":[")?;
+    write!(
+        out,
+        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{pid},\"args\":{{\"name\":\"pid {pid}\"}}}}"
+    )?;
+    for lane in &m.lanes {
+        write!(
+            out,
+            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":",
+            lane.tid
+        )?;
+        json_string(out, &lane.label_text())?;
+        write!(out, "}}}}")?;
+    }
+    let mut sink = Chrome {
+        m,
+        out: Vec::with_capacity(FLUSH_AT + 4096),
+        dest: out,
+        pid,
+    };
+    timeline::walk(m, &mut sink)?;
+    writeln!(sink.out, "\n],\"displayTimeUnit\":\"ns\"}}")?;
+    sink.dest.write_all(&sink.out)
+}
+
+/// Events are formatted into a buffer of our own and handed on in large pieces.
+const FLUSH_AT: usize = 1 << 16;
+
+struct Chrome<'a, 'm> {
+    m: &'a Model<'m>,
+    out: Vec<u8>,
+    dest: &'a mut dyn Write,
+    pid: u32,
+}
+
+impl Chrome<'_, '_> {
+    fn event(&mut self, lane: usize, name: NameId, cat: &str, ph: &str, t: u64) -> io::Result<()> {
+        if self.out.len() >= FLUSH_AT {
+            self.dest.write_all(&self.out)?;
+            self.out.clear();
+        }
+        write!(self.out, ",\n{{\"name\":")?;
+        json_string(&mut self.out, self.m.text(name))?;
+        write!(
+            self.out,
+            ",\"cat\":\"{cat}\",\"ph\":\"{ph}\",\"pid\":{},\"tid\":{},\"ts\":{}.{:03}",
+            self.pid,
+            self.m.lanes[lane].tid,
+            t / 1000,
+            t % 1000
+        )
+    }
+}
+
+fn category(frame: &Frame) -> &'static str {
+    match (frame.mirrored, frame.kind) {
+        (true, _) => "blamed",
+        (false, FrameKind::Function) => "function",
+        (false, FrameKind::Wait) => "wait",
+        (false, FrameKind::Blame) => "blame",
+    }
+}
+
+impl Sink for Chrome<'_, '_> {
+    fn open(&mut self, lane: usize, _below: &[Frame], frame: &Frame) -> io::Result<()> {
+        self.event(lane, frame.name, category(frame), "B", frame.start)?;
+        write!(self.out, "}}")
+    }
+
+    fn close(
+        &mut self,
+        lane: usize,
+        _below: &[Frame],
+        frame: &Frame,
+        end: u64,
+        _how: Closed,
+    ) -> io::Result<()> {
+        self.event(lane, frame.name, category(frame), "E", end)?;
+        write!(self.out, "}}")
+    }
+
+    fn instant(&mut self, lane: usize, r: &Record, name: NameId, t: u64) -> io::Result<()> {
+        let cat = match r.kind {
+            RecordKind::Event => "event",
+            RecordKind::Hold | RecordKind::Release => "hold",
+            _ => return Ok(()),
+        };
+        self.event(lane, name, cat, "i", t)?;
+        write!(self.out, ",\"s\":\"t\"")?;
+        if r.kind == RecordKind::Event {
+            write!(self.out, ",\"args\":{{\"arg\":\"{:#x}\"}}", r.arg)?;
+        } else {
+            write!(self.out, ",\"args\":{{\"what\":\"{}\"}}", r.kind.name())?;
+        }
+        write!(self.out, "}}")
+    }
+}
+
+/// Writes `s` as a JSON string.
+pub fn json_string(out: &mut dyn Write, s: &str) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    let mut plain = 0;
+    for (i, c) in s.char_indices() {
+        let escape = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            c if (c as u32) < 0x20 => None,
+            _ => continue,
+        };
+        out.write_all(&s.as_bytes()[plain..i])?;
+        match escape {
+            Some(e) => out.write_all(e.as_bytes())?,
+            None => write!(out, "\\u{:04x}", c as u32)?,
+        }
+        plain = i + c.len_utf8();
+    }
+    out.write_all(&s.as_bytes()[plain..])?;
+    out.write_all(b"\"")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn json_strings_are_escaped() {
+        let mut out = Vec::new();
+        super::json_string(&mut out, "a\"b\\c\nd\u{1}é").unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a\\\"b\\\\c\\nd\\u0001é\""
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! `--format flamechart`: takes a [`Model`]; hands on one self-contained SVG flame *chart*:
+//! unlike a flame graph, the x axis is time since the trace start, so frames stay in the order
+//! they ran. One band per thread (in the order the threads first appear), outermost frames at
+//! the bottom of the band, callees stacked above. Every frame has a `<title>` tooltip with its
+//! name, duration and start in milliseconds, and a label when it is wide enough for one. A time
+//! axis with gridlines runs along the top.
+//!
+//! Frames narrower than [`MIN_WIDTH`] pixels are not drawn (nor kept: their callees are
+//! narrower still), so the SVG stays small whatever the length of the trace. Colours: functions
+//! in warm hues (by name, so a function keeps its colour), waits grey, blame frames purple, and
+//! the blamed thread's frames copied under them in blue-green.
+//!
+//! The geometry is on the root element for tools that read the chart back: `data-x0` (left
+//! edge of time zero), `data-chart-width` (pixels for the whole span) and `data-ns` (the span,
+//! ns, from the trace start to the last record).
+
+use super::model::{millis, Model, NameId};
+use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use std::io::{self, Write};
+
+/// Frames narrower than this many pixels are left out.
+pub const MIN_WIDTH: f64 = 0.1;
+const MARGIN: f64 = 10.0;
+const ROW: f64 = 16.0;
+const BAND_TOP: f64 = 72.0;
+const LABEL: f64 = 20.0;
+const GAP: f64 = 12.0;
+const FONT: f64 = 11.0;
+/// Width of one character of the 11px monospace font, near enough.
+const CHAR: f64 = 6.7;
+
+#[derive(Clone, Copy)]
+struct Span {
+    depth: u32,
+    start: u64,
+    end: u64,
+    name: NameId,
+    kind: FrameKind,
+    mirrored: bool,
+}
+
+struct Collect {
+    scale: f64,
+    lanes: Vec<Vec<Span>>,
+}
+
+impl Sink for Collect {
+    fn close(
+        &mut self,
+        lane: usize,
+        below: &[Frame],
+        frame: &Frame,
+        end: u64,
+        _how: Closed,
+    ) -> io::Result<()> {
+        if (end.saturating_sub(frame.start)) as f64 * self.scale >= MIN_WIDTH {
+            self.lanes[lane].push(Span {
+                depth: below.len() as u32,
+                start: frame.start,
+                end,
+                name: frame.name,
+                kind: frame.kind,
+                mirrored: frame.mirrored,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Writes the SVG.
+pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Result<()> {
+    let width = f64::from(options.width.max(300));
+    let chart = width - 2.0 * MARGIN;
+    let total = m.end_ns.max(1);
+    let scale = chart / total as f64;
+    let mut collect = Collect {
+        scale,
+        lanes: vec![Vec::new(); m.lanes.len()],
+    };
+    timeline::walk(m, &mut collect)?;
+    let rows: Vec<u32> = (collect.lanes.iter())
+        .map(|spans| spans.iter().map(|s| s.depth + 1).max().unwrap_or(1))
+        .collect();
+    let height = BAND_TOP
+        + rows
+            .iter()
+            .map(|&r| LABEL + f64::from(r) * ROW + GAP)
+            .sum::<f64>()
+        + MARGIN;
+
+    writeln!(
+        out,
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" \
+         xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"monospace\" font-size=\"{FONT}\" \
+         data-x0=\"{MARGIN}\" data-chart-width=\"{chart}\" data-ns=\"{total}\">"
+    )?;
+    writeln!(
+        out,
+        "<style>.f rect{{stroke:white;stroke-width:0.5}} .f:hover rect{{stroke:black}} \
+         text{{pointer-events:none}}</style>"
+    )?;
+    writeln!(
+        out,
+        "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"#fdfdf8\"/>"
+    )?;
+    write!(
+        out,
+        "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
+        width / 2.0
+    )?;
+    escape(
+        out,
+        &format!("bootprof flame chart: pid {}", m.trace.header.pid),
+    )?;
+    writeln!(out, "</text>")?;
+    write!(
+        out,
+        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">",
+        width / 2.0
+    )?;
+    escape(
+        out,
+        &format!(
+            "{} ms, {} threads; time runs left to right; hover a frame for its name and duration",
+            millis(m.end_ns),
+            m.lanes.len()
+        ),
+    )?;
+    writeln!(out, "</text>")?;
+    axis(out, total, chart, height)?;
+
+    let mut top = BAND_TOP;
+    for (l, spans) in collect.lanes.iter().enumerate() {
+        let lane = &m.lanes[l];
+        let band = LABEL + f64::from(rows[l]) * ROW;
+        let fill = if l % 2 == 0 { "#f2f2ee" } else { "#e9e9e4" };
+        writeln!(
+            out,
+            "<rect x=\"0\" y=\"{top}\" width=\"{width}\" height=\"{band}\" fill=\"{fill}\"/>"
+        )?;
+        write!(
+            out,
+            "<text x=\"{MARGIN}\" y=\"{}\" font-weight=\"bold\">",
+            top + 14.0
+        )?;
+        let label = match &lane.name {
+            Some(n) => format!("{n} (tid {})", lane.tid),
+            None => format!("tid {}", lane.tid),
+        };
+        escape(out, &label)?;
+        writeln!(out, "</text>")?;
+        let bottom = top + band;
+        for s in spans {
+            frame(out, m, s, bottom, scale)?;
+        }
+        top = bottom + GAP;
+    }
+    writeln!(out, "</svg>")
+}
+
+/// The time axis: a tick every 1, 2 or 5 powers of ten, labelled, with faint gridlines.
+fn axis(out: &mut dyn Write, total: u64, chart: f64, height: f64) -> io::Result<()> {
+    let mut step = 1u64;
+    'find: loop {
+        for d in [1, 2, 5] {
+            if step.saturating_mul(d).saturating_mul(10) >= total {
+                step = step.saturating_mul(d);
+                break 'find;
+            }
+        }
+        step = step.saturating_mul(10);
+    }
+    let (unit, div) = match step {
+        s if s >= 1_000_000_000 => ("s", 1_000_000_000),
+        s if s >= 1_000_000 => ("ms", 1_000_000),
+        s if s >= 1_000 => ("µs", 1_000),
+        _ => ("ns", 1),
+    };
+    let y = BAND_TOP - 8.0;
+    writeln!(
+        out,
+        "<line x1=\"{MARGIN}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#888\"/>",
+        MARGIN + chart
+    )?;
+    let mut t = 0u64;
+    while t <= total {
+        let x = MARGIN + t as f64 * chart / total as f64;
+        // Labels at the edges stay inside the picture.
+        let anchor = if t == 0 {
+            "start"
+        } else if x > MARGIN + chart - 30.0 {
+            "end"
+        } else {
+            "middle"
+        };
+        writeln!(
+            out,
+            "<line x1=\"{x:.2}\" y1=\"{}\" x2=\"{x:.2}\" y2=\"{}\" stroke=\"#ccc\" \
+             stroke-width=\"0.5\"/><text x=\"{x:.2}\" y=\"{}\" text-anchor=\"{anchor}\" \
+             fill=\"#333\">{} {unit}</text>",
+            y - 3.0,
+            height - MARGIN,
+            y - 6.0,
+            t / div
+        )?;
+        t = match t.checked_add(step) {
+            Some(t) => t,
+            None => break,
+        };
+    }
+    Ok(())
+}
+
+fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> io::Result<()> {
+    let x = MARGIN + s.start as f64 * scale;
+    let w = (s.end - s.start) as f64 * scale;
+    let y = bottom - f64::from(s.depth + 1) * ROW;
+    let name = m.text(s.name);
+    out.write_all(b"<g class=\"f\"><title>")?;
+    escape(out, name)?;
+    write!(
+        out,
+        " ({} ms, from {} ms",
+        millis(s.end - s.start),
+        millis(s.start)
+    )?;
+    if s.mirrored {
+        out.write_all(b", copied from the thread blamed for this wait")?;
+    }
+    write!(
+        out,
+        ")</title><rect x=\"{x:.3}\" y=\"{y}\" width=\"{w:.3}\" height=\"{}\" fill=\"{}\"/>",
+        ROW - 1.0,
+        colour(name, s.kind, s.mirrored)
+    )?;
+    let fits = ((w - 4.0) / CHAR).floor();
+    if fits >= 3.0 {
+        let fits = fits as usize;
+        write!(out, "<text x=\"{:.3}\" y=\"{}\">", x + 2.0, y + ROW - 4.5)?;
+        if name.chars().count() <= fits {
+            escape(out, name)?;
+        } else {
+            let cut: String = name.chars().take(fits - 2).collect();
+            escape(out, &cut)?;
+            out.write_all(b"..")?;
+        }
+        out.write_all(b"</text>")?;
+    }
+    out.write_all(b"</g>\n")
+}
+
+fn colour(name: &str, kind: FrameKind, mirrored: bool) -> String {
+    // FNV-1a: stable across runs and platforms.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    let (a, b, c) = (h % 50, (h >> 8) % 130, (h >> 16) % 55);
+    match (mirrored, kind) {
+        (true, _) => format!("rgb({},{},{})", 70 + c, 170 + a, 190 + a),
+        (false, FrameKind::Wait) => "rgb(190,190,190)".into(),
+        (false, FrameKind::Blame) => "rgb(160,120,220)".into(),
+        (false, FrameKind::Function) => format!("rgb({},{},{})", 205 + a, 100 + b, c),
+    }
+}
+
+/// Writes `s` with XML's special characters escaped.
+fn escape(out: &mut dyn Write, s: &str) -> io::Result<()> {
+    let mut plain = 0;
+    for (i, c) in s.char_indices() {
+        let e = match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' => "&quot;",
+            c if (c as u32) < 0x20 => " ",
+            _ => continue,
+        };
+        out.write_all(&s.as_bytes()[plain..i])?;
+        out.write_all(e.as_bytes())?;
+        plain = i + c.len_utf8();
+    }
+    out.write_all(&s.as_bytes()[plain..])
+}

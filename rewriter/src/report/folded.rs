@@ -1,0 +1,121 @@
+//! `--format folded`: takes a [`Model`]; hands on folded stacks for flame-graph tools
+//! (`flamegraph.pl`, `inferno-flamegraph`, speedscope): one line per distinct stack,
+//! `thread;outer;...;inner NANOSECONDS`, the value being the *self* time of the innermost frame
+//! on that stack, summed over the trace, in nanoseconds. Lines are sorted; stacks with no self
+//! time are left out (their time is in the lines of their children).
+//!
+//! The first frame is the thread's name (its tid when it has none). A wait shows as a
+//! `wait:<what>` frame, and the stacks of a thread blamed for it under
+//! `wait:<what> (blamed on <thread>)` (see [`holds`](super::holds)). Frame names have `;` turned
+//! into `:` and line breaks into spaces, so every line splits back the same way.
+
+use super::model::{Model, NameId};
+use super::timeline::{self, Closed, Frame, Sink};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Writes the folded stacks.
+pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
+    let tree = stacks(m)?;
+    let mut lines: Vec<(String, u64)> = Vec::new();
+    let mut path: Vec<NameId> = Vec::new();
+    for (node, &value) in tree.value.iter().enumerate() {
+        if value == 0 {
+            continue;
+        }
+        path.clear();
+        let mut n = node as u32;
+        while n != ROOT {
+            let (parent, name) = tree.nodes[n as usize];
+            path.push(name);
+            n = parent;
+        }
+        let mut line = String::new();
+        for (i, &name) in path.iter().rev().enumerate() {
+            if i > 0 {
+                line.push(';');
+            }
+            line.extend(m.text(name).chars().map(|c| match c {
+                ';' => ':',
+                '\n' | '\r' => ' ',
+                c => c,
+            }));
+        }
+        lines.push((line, value));
+    }
+    lines.sort_unstable();
+    for (line, value) in lines {
+        writeln!(out, "{line} {value}")?;
+    }
+    Ok(())
+}
+
+const ROOT: u32 = u32::MAX;
+
+/// The stacks as a tree: node -> (parent, name), and each node's self time.
+pub struct Tree {
+    nodes: Vec<(u32, NameId)>,
+    value: Vec<u64>,
+}
+
+/// The tree of every stack of `m`, with self times.
+pub fn stacks(m: &Model) -> io::Result<Tree> {
+    let mut sink = Folder {
+        tree: Tree {
+            nodes: Vec::new(),
+            value: Vec::new(),
+        },
+        children: HashMap::new(),
+        lanes: vec![Vec::new(); m.lanes.len()],
+        roots: Vec::new(),
+    };
+    for lane in &m.lanes {
+        let root = sink.child(ROOT, lane.label);
+        sink.roots.push(root);
+    }
+    timeline::walk(m, &mut sink)?;
+    Ok(sink.tree)
+}
+
+struct Folder {
+    tree: Tree,
+    children: HashMap<(u32, NameId), u32>,
+    /// Per lane, the node of each open frame.
+    lanes: Vec<Vec<u32>>,
+    roots: Vec<u32>,
+}
+
+impl Folder {
+    fn child(&mut self, parent: u32, name: NameId) -> u32 {
+        let tree = &mut self.tree;
+        *self.children.entry((parent, name)).or_insert_with(|| {
+            tree.nodes.push((parent, name));
+            tree.value.push(0);
+            tree.nodes.len() as u32 - 1
+        })
+    }
+}
+
+impl Sink for Folder {
+    fn open(&mut self, lane: usize, _below: &[Frame], frame: &Frame) -> io::Result<()> {
+        let parent = self.lanes[lane].last().copied().unwrap_or(self.roots[lane]);
+        let node = self.child(parent, frame.name);
+        self.lanes[lane].push(node);
+        Ok(())
+    }
+
+    fn close(
+        &mut self,
+        lane: usize,
+        _below: &[Frame],
+        frame: &Frame,
+        end: u64,
+        _how: Closed,
+    ) -> io::Result<()> {
+        if let Some(node) = self.lanes[lane].pop() {
+            let total = end.saturating_sub(frame.start);
+            self.tree.value[node as usize] += total.saturating_sub(frame.children);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! `bootprof report`: the last step of the probe lifecycle. Takes a trace file; hands on text for
+//! people and files for other tools.
+//!
+//! [`trace`] reads and checks the file -> [`model`] resolves names, threads and times ->
+//! [`holds`] finds the waits to blame on other threads' holds -> [`timeline`] walks the records
+//! once, rebuilding each thread's stack (with the blamed holders' stacks spliced in) and feeding
+//! the frames to a format: [`text`] (ftrace-like lines, record by record), [`chrome`] (Chrome
+//! Trace Event JSON), [`folded`] (folded stacks for flame graphs), [`flamechart`] (an SVG flame
+//! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits).
+//!
+//! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
+//! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
+//! records themselves does not grow with the trace.
+
+pub mod chrome;
+pub mod flamechart;
+pub mod folded;
+pub mod holds;
+pub mod model;
+pub mod points;
+pub mod summary;
+pub mod text;
+pub mod timeline;
+pub mod trace;
+
+pub use trace::{parse_trace, read_trace, Trace, TraceSite};
+
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// The output formats of `bootprof report`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per record, laid out like ftrace's `trace` file.
+    Text,
+    /// Chrome Trace Event JSON (chrome://tracing, Perfetto, speedscope).
+    Chrome,
+    /// Folded stacks, `a;b;c NANOSECONDS`, for flame-graph tools.
+    Folded,
+    /// An SVG flame chart: time from left to right, one band per thread.
+    Flamechart,
+    /// A profile-point table: count, total, average, min and max per region.
+    Points,
+    /// The top functions by inclusive and self time, the events, the waits.
+    Summary,
+}
+
+impl Format {
+    /// Every format.
+    pub const ALL: [Format; 6] = [
+        Format::Text,
+        Format::Chrome,
+        Format::Folded,
+        Format::Flamechart,
+        Format::Points,
+        Format::Summary,
+    ];
+}
+
+/// Options of the formats; [`Default`] gives what `bootprof report` uses.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How many rows `summary` shows in each table.
+    pub top: usize,
+    /// Width of the flame chart in pixels.
+    pub width: u32,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            top: 20,
+            width: 1200,
+        }
+    }
+}
+
+/// Writes `trace` in `format` to `out`.
+pub fn write_report(
+    trace: &Trace,
+    format: Format,
+    options: &Options,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let model = model::Model::new(trace);
+    match format {
+        Format::Text => text::write(&model, out),
+        Format::Chrome => chrome::write(&model, out),
+        Format::Folded => folded::write(&model, out),
+        Format::Flamechart => flamechart::write(&model, options, out),
+        Format::Points => points::write(&model, out),
+        Format::Summary => summary::write(&model, options, out),
+    }
+}
+
+/// `bootprof report`: reads `input`, writes `format` to `output` (atomically: a temporary file
+/// in the same directory, renamed over it when complete) or to standard output.
+pub fn run(input: &Path, format: Format, output: Option<&Path>) -> Result<()> {
+    let trace = read_trace(input)?;
+    let options = Options::default();
+    match output {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            let done = write_report(&trace, format, &options, &mut out).and_then(|()| out.flush());
+            match done {
+                // `bootprof report t | head` is not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.map_err(|e| Error::io("<stdout>", e)),
+            }
+        }
+        Some(path) => {
+            let name = path
+                .file_name()
+                .ok_or_else(|| Error::Usage(format!("{}: not a file name", path.display())))?;
+            let mut tmp_name = std::ffi::OsString::from(".");
+            tmp_name.push(name);
+            tmp_name.push(format!(".tmp.{}", std::process::id()));
+            let tmp = path.with_file_name(tmp_name);
+            let written = (|| {
+                let file = std::fs::File::create(&tmp)?;
+                let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+                write_report(&trace, format, &options, &mut out)?;
+                out.into_inner().map_err(|e| e.into_error())?.sync_all()
+            })();
+            match written.and_then(|()| std::fs::rename(&tmp, path)) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    Err(Error::io(path, e))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! What every format needs besides the records: takes a [`Trace`]; hands on interned names
+//! (one per site and record kind, by `bootprof_format::trace::display_name`), one lane per
+//! thread that has records (with its name and first record), times in nanoseconds since the
+//! trace start, the function containing an address, and the waits and their blame ([`holds`]).
+//!
+//! The trace starts at the header's start TSC, or at the first record if one is earlier.
+//! Nanoseconds are computed exactly from the TSC and its frequency.
+
+use super::holds::{self, Holds};
+use super::trace::Trace;
+use bootprof_format::trace::{display_name, Record, RecordKind, NO_SITE};
+use std::collections::HashMap;
+
+/// An interned name.
+pub type NameId = u32;
+
+/// One thread that has records.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    /// Thread id.
+    pub tid: u32,
+    /// Its name: from its last THREAD record (`BOOTPROF_THREAD(name)`), else from the trace's
+    /// thread table (the recorder reads `/proc/.../comm`).
+    pub name: Option<String>,
+    /// The name, or the tid when it has none, interned (the root of its folded stacks).
+    pub label: NameId,
+    /// Index of its first record (when the thread was first seen: its "creation").
+    pub first: usize,
+    /// Nanoseconds of its first and last record.
+    pub first_ns: u64,
+    /// See `first_ns`.
+    pub last_ns: u64,
+}
+
+impl Lane {
+    /// The name, or the tid.
+    pub fn label_text(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.tid.to_string())
+    }
+}
+
+/// A trace made ready for the formats.
+pub struct Model<'t> {
+    /// The trace.
+    pub trace: &'t Trace,
+    /// The TSC of time zero.
+    pub origin: u64,
+    /// Nanoseconds of the last record (0 for an empty trace).
+    pub end_ns: u64,
+    /// The threads with records, in the order they first appear.
+    pub lanes: Vec<Lane>,
+    /// Waits and blame.
+    pub holds: Holds,
+    names: Vec<String>,
+    index: HashMap<String, NameId>,
+    lane_of: HashMap<u32, usize>,
+    /// Per site: its name as an ENTER/EXIT (the function) and as anything else.
+    site_func: Vec<NameId>,
+    site_other: Vec<NameId>,
+    /// Per site: `wait:<what>`, interned for the sites some WAIT or UNWAIT record uses.
+    site_wait: Vec<NameId>,
+    /// Per site: whether it is a function hook (its ENTER's argument is the parent address).
+    site_hook: Vec<bool>,
+    /// Per name: whether some EXIT record ends a region of that name.
+    has_exit: Vec<bool>,
+    /// Start address and name of every function that holds a site, sorted by address.
+    functions: Vec<(u64, NameId)>,
+    no_site: NameId,
+    mul: u64,
+}
+
+/// No name.
+pub const NO_NAME: NameId = NameId::MAX;
+
+impl<'t> Model<'t> {
+    /// Prepares `trace`.
+    pub fn new(trace: &'t Trace) -> Model<'t> {
+        let first_tsc = trace.records.first().map_or(u64::MAX, |r| r.tsc);
+        let mut m = Model {
+            trace,
+            origin: trace.header.start_tsc.min(first_tsc),
+            end_ns: 0,
+            lanes: Vec::new(),
+            holds: Holds::default(),
+            names: Vec::new(),
+            index: HashMap::new(),
+            lane_of: HashMap::new(),
+            site_func: Vec::with_capacity(trace.sites.len()),
+            site_other: Vec::with_capacity(trace.sites.len()),
+            site_wait: vec![NO_NAME; trace.sites.len()],
+            site_hook: trace.sites.iter().map(|s| s.kind.is_hook()).collect(),
+            has_exit: Vec::new(),
+            functions: Vec::new(),
+            no_site: 0,
+            mul: 1_000_000_000,
+        };
+        m.no_site = m.intern("-");
+        for site in &trace.sites {
+            let (p, n, f) = (&*site.provider, &*site.name, &*site.function);
+            let func = display_name(RecordKind::Enter, p, n, f).to_string();
+            let func = if func.is_empty() {
+                format!("{:#x}", site.address)
+            } else {
+                func
+            };
+            let other = display_name(RecordKind::Event, p, n, f).to_string();
+            let func_id = m.intern(&func);
+            m.site_func.push(func_id);
+            let other_id = m.intern(&other);
+            m.site_other.push(other_id);
+            if !site.function.is_empty() {
+                let start = site.address.wrapping_sub(u64::from(site.func_offset));
+                m.functions.push((start, func_id));
+            }
+        }
+        m.functions.sort_unstable();
+        m.functions.dedup_by_key(|f| f.0);
+        m.end_ns = trace.records.last().map_or(0, |r| m.ns(r.tsc));
+
+        // One pass: the lanes, their names from THREAD records, which names have EXITs.
+        let mut thread_names: HashMap<u32, Option<String>> =
+            trace.threads.iter().cloned().collect();
+        let mut named: HashMap<u32, String> = HashMap::new();
+        for (i, r) in trace.records.iter().enumerate() {
+            let lane = match m.lane_of.get(&r.tid) {
+                Some(&l) => l,
+                None => {
+                    let l = m.lanes.len();
+                    m.lane_of.insert(r.tid, l);
+                    m.lanes.push(Lane {
+                        tid: r.tid,
+                        name: None,
+                        label: NO_NAME,
+                        first: i,
+                        first_ns: m.ns(r.tsc),
+                        last_ns: 0,
+                    });
+                    l
+                }
+            };
+            m.lanes[lane].last_ns = m.ns(r.tsc);
+            match r.kind {
+                RecordKind::Exit => {
+                    let n = m.name(r) as usize;
+                    if m.has_exit.len() <= n {
+                        m.has_exit.resize(n + 1, false);
+                    }
+                    m.has_exit[n] = true;
+                }
+                RecordKind::Thread if r.site != NO_SITE => {
+                    let name = &trace.sites[r.site as usize].name;
+                    if !name.is_empty() {
+                        named.insert(r.tid, name.clone());
+                    }
+                }
+                RecordKind::Wait | RecordKind::Unwait if r.site != NO_SITE => {
+                    let s = r.site as usize;
+                    if m.site_wait[s] == NO_NAME {
+                        let name = format!("wait:{}", m.names[m.site_other[s] as usize]);
+                        m.site_wait[s] = m.intern(&name);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (tid, name) in named {
+            thread_names.insert(tid, Some(name));
+        }
+        for l in 0..m.lanes.len() {
+            let name = thread_names.get(&m.lanes[l].tid).cloned().flatten();
+            m.lanes[l].name = name;
+            let label = m.lanes[l].label_text();
+            m.lanes[l].label = m.intern(&label);
+        }
+        m.holds = holds::find(&m);
+        for b in 0..m.holds.blames.len() {
+            let blame = &m.holds.blames[b];
+            let name = format!(
+                "wait:{} (blamed on {})",
+                m.names[blame.what as usize],
+                m.lanes[blame.holder].label_text()
+            );
+            m.holds.blames[b].frame = m.intern(&name);
+        }
+        m
+    }
+
+    /// The id of `name`, interned.
+    pub fn intern(&mut self, name: &str) -> NameId {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.names.len() as NameId;
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), id);
+        id
+    }
+
+    /// The text of a name.
+    pub fn text(&self, id: NameId) -> &str {
+        self.names.get(id as usize).map_or("?", |s| s)
+    }
+
+    /// How many names there are.
+    pub fn name_count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The name a record shows: the function for ENTER/EXIT, the probe or annotation otherwise,
+    /// `-` for a record without a site.
+    pub fn name(&self, r: &Record) -> NameId {
+        if r.site == NO_SITE {
+            return self.no_site;
+        }
+        match r.kind {
+            RecordKind::Enter | RecordKind::Exit => self.site_func[r.site as usize],
+            _ => self.site_other[r.site as usize],
+        }
+    }
+
+    /// `wait:<what>` for a WAIT or UNWAIT record.
+    pub fn wait_frame(&self, r: &Record) -> NameId {
+        if r.site == NO_SITE {
+            return NO_NAME;
+        }
+        self.site_wait[r.site as usize]
+    }
+
+    /// Whether the record's site is a function hook (ENTER's argument is the parent address).
+    pub fn is_hook(&self, r: &Record) -> bool {
+        r.site != NO_SITE && self.site_hook[r.site as usize]
+    }
+
+    /// Whether some EXIT record ends a region named `name`.
+    pub fn has_exit(&self, name: NameId) -> bool {
+        self.has_exit.get(name as usize).copied().unwrap_or(false)
+    }
+
+    /// The lane of thread `tid` (every tid of a record has one).
+    pub fn lane(&self, tid: u32) -> usize {
+        self.lane_of[&tid]
+    }
+
+    /// Nanoseconds from the trace start to `tsc`.
+    pub fn ns(&self, tsc: u64) -> u64 {
+        let ticks = tsc.saturating_sub(self.origin);
+        let hz = self.trace.header.tsc_hz;
+        match ticks.checked_mul(self.mul) {
+            Some(n) => n / hz,
+            None => {
+                let n = u128::from(ticks) * u128::from(self.mul) / u128::from(hz);
+                u64::try_from(n).unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// The instrumented function that contains `address`: the one with the highest start at or
+    /// below it (functions without sites are unknown, so this is a guess near their ends).
+    pub fn function_at(&self, address: u64) -> Option<NameId> {
+        let i = self
+            .functions
+            .partition_point(|&(start, _)| start <= address);
+        i.checked_sub(1).map(|i| self.functions[i].1)
+    }
+}
+
+/// `ns` as `seconds.microseconds`.
+pub fn seconds_micros(ns: u64) -> String {
+    format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
+}
+
+/// `ns` as milliseconds with three decimals (microseconds).
+pub fn millis(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000, ns % 1_000_000 / 1000)
+}

@@ -1,0 +1,110 @@
+//! `--format points`: takes a [`Model`]; hands on a profile-point table: for every function or
+//! annotated region, how many times it ran to completion and how long that took in total, on
+//! average, at least and at most. Sorted by total time, longest first.
+//!
+//! ```text
+//! name           count      total ms        avg ns        min ns        max ns
+//! -------------- ------- ------------- ------------- ------------- -------------
+//! load_config          2      1.500000        750000        500000       1000000
+//! ```
+//!
+//! A run counts when its frame closed by its own EXIT or was seen to have returned (see
+//! [`timeline`](super::timeline)); frames still open when the trace ends are left out, as are
+//! waits and the copies of blamed threads' frames.
+
+use super::model::{Model, NameId};
+use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Statistics of one region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    /// Completed runs.
+    pub count: u64,
+    /// Their total duration, ns.
+    pub total: u64,
+    /// The shortest, ns.
+    pub min: u64,
+    /// The longest, ns.
+    pub max: u64,
+}
+
+/// The points of `m`, sorted by total time (longest first, then by name).
+pub fn points(m: &Model) -> io::Result<Vec<(NameId, Point)>> {
+    let mut sink = Points(HashMap::new());
+    timeline::walk(m, &mut sink)?;
+    let mut v: Vec<(NameId, Point)> = sink.0.into_iter().collect();
+    v.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(m.text(a.0).cmp(m.text(b.0))));
+    Ok(v)
+}
+
+/// Writes the table.
+pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
+    let points = points(m)?;
+    let width = points
+        .iter()
+        .map(|(n, _)| m.text(*n).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    writeln!(
+        out,
+        "{:<width$} {:>10} {:>14} {:>13} {:>13} {:>13}",
+        "name", "count", "total ms", "avg ns", "min ns", "max ns"
+    )?;
+    let rule = |n: usize| "-".repeat(n);
+    let line = format!(
+        "{} {} {} {} {} {}",
+        rule(width),
+        rule(10),
+        rule(14),
+        rule(13),
+        rule(13),
+        rule(13)
+    );
+    writeln!(out, "{line}")?;
+    for (name, p) in &points {
+        writeln!(
+            out,
+            "{:<width$} {:>10} {:>7}.{:06} {:>13} {:>13} {:>13}",
+            m.text(*name),
+            p.count,
+            p.total / 1_000_000,
+            p.total % 1_000_000,
+            p.total / p.count.max(1),
+            p.min,
+            p.max
+        )?;
+    }
+    writeln!(out, "{line}")
+}
+
+struct Points(HashMap<NameId, Point>);
+
+impl Sink for Points {
+    fn close(
+        &mut self,
+        _lane: usize,
+        _below: &[Frame],
+        frame: &Frame,
+        end: u64,
+        how: Closed,
+    ) -> io::Result<()> {
+        if frame.kind != FrameKind::Function || frame.mirrored || how == Closed::End {
+            return Ok(());
+        }
+        let d = end.saturating_sub(frame.start);
+        let p = self.0.entry(frame.name).or_insert(Point {
+            count: 0,
+            total: 0,
+            min: u64::MAX,
+            max: 0,
+        });
+        p.count += 1;
+        p.total += d;
+        p.min = p.min.min(d);
+        p.max = p.max.max(d);
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! `--format summary`: takes a [`Model`]; hands on a one-screen overview: the trace's size and
+//! span, the threads, the top functions (and annotated regions) by inclusive and by self time,
+//! the events by count, and the longest waits with the thread blamed for each.
+//!
+//! Inclusive time counts a function once however deeply it recurses (only its outermost open
+//! frame on a thread); self time is a frame's time minus the frames directly inside it,
+//! waits included. Both include frames still open when the trace ends, and leave out the
+//! copies of blamed threads' frames (those are the holder's own time, counted there).
+
+use super::model::{millis, Model, NameId};
+use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use bootprof_format::trace::{Record, RecordKind};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Which number of a [`Usage`] to sort by.
+pub type UsageKey = fn(&Usage) -> u64;
+
+/// Time spent in one function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Frames of it that closed (or were open at the end).
+    pub calls: u64,
+    /// Inclusive time, ns.
+    pub inclusive: u64,
+    /// Self time, ns.
+    pub self_time: u64,
+}
+
+/// Per function: its usage; per event name: its count.
+pub struct Totals {
+    /// Functions.
+    pub functions: HashMap<NameId, Usage>,
+    /// Events.
+    pub events: HashMap<NameId, u64>,
+}
+
+/// Adds up `m`'s functions and events.
+pub fn totals(m: &Model) -> io::Result<Totals> {
+    let mut sink = Totals {
+        functions: HashMap::new(),
+        events: HashMap::new(),
+    };
+    timeline::walk(m, &mut sink)?;
+    Ok(sink)
+}
+
+impl Totals {
+    /// The functions by `key`, largest first, then by name; at most `n`.
+    pub fn top(&self, m: &Model, n: usize, key: UsageKey) -> Vec<(NameId, Usage)> {
+        let mut v: Vec<(NameId, Usage)> = self.functions.iter().map(|(k, u)| (*k, *u)).collect();
+        v.sort_by(|a, b| key(&b.1).cmp(&key(&a.1)).then(m.text(a.0).cmp(m.text(b.0))));
+        v.truncate(n);
+        v
+    }
+}
+
+impl Sink for Totals {
+    fn close(
+        &mut self,
+        _lane: usize,
+        below: &[Frame],
+        frame: &Frame,
+        end: u64,
+        _how: Closed,
+    ) -> io::Result<()> {
+        if frame.kind != FrameKind::Function || frame.mirrored {
+            return Ok(());
+        }
+        let total = end.saturating_sub(frame.start);
+        let u = self.functions.entry(frame.name).or_default();
+        u.calls += 1;
+        u.self_time += total.saturating_sub(frame.children);
+        let recursive = below
+            .iter()
+            .any(|f| f.name == frame.name && f.kind == FrameKind::Function && !f.mirrored);
+        if !recursive {
+            u.inclusive += total;
+        }
+        Ok(())
+    }
+
+    fn instant(&mut self, _lane: usize, r: &Record, name: NameId, _t: u64) -> io::Result<()> {
+        if r.kind == RecordKind::Event {
+            *self.events.entry(name).or_default() += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the summary, showing `options.top` rows per table.
+pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Result<()> {
+    let h = &m.trace.header;
+    let totals = totals(m)?;
+    writeln!(
+        out,
+        "bootprof trace of pid {}: {} records ({} dropped), {} threads, {} ms from the start to \
+         the last record",
+        h.pid,
+        m.trace.records.len(),
+        h.dropped,
+        m.lanes.len(),
+        millis(m.end_ns)
+    )?;
+    writeln!(out, "\nthreads")?;
+    for l in &m.lanes {
+        writeln!(
+            out,
+            "  {:>8}  {:<24} first {:>12} ms  last {:>12} ms",
+            l.tid,
+            l.name.as_deref().unwrap_or("-"),
+            millis(l.first_ns),
+            millis(l.last_ns)
+        )?;
+    }
+    let tables: [(&str, UsageKey); 2] = [
+        ("by inclusive time", |u| u.inclusive),
+        ("by self time", |u| u.self_time),
+    ];
+    for (title, key) in tables {
+        writeln!(out, "\ntop {} functions {title}", options.top)?;
+        writeln!(
+            out,
+            "  {:>14}  {:>14}  {:>10}  name",
+            "inclusive ms", "self ms", "calls"
+        )?;
+        for (name, u) in totals.top(m, options.top, key) {
+            writeln!(
+                out,
+                "  {:>14}  {:>14}  {:>10}  {}",
+                millis(u.inclusive),
+                millis(u.self_time),
+                u.calls,
+                m.text(name)
+            )?;
+        }
+    }
+    let mut events: Vec<(NameId, u64)> = totals.events.iter().map(|(k, v)| (*k, *v)).collect();
+    events.sort_by(|a, b| b.1.cmp(&a.1).then(m.text(a.0).cmp(m.text(b.0))));
+    writeln!(out, "\nevents")?;
+    writeln!(out, "  {:>10}  name", "count")?;
+    for (name, count) in events.iter().take(options.top) {
+        writeln!(out, "  {count:>10}  {}", m.text(*name))?;
+    }
+    if events.len() > options.top {
+        writeln!(out, "  ... and {} more", events.len() - options.top)?;
+    }
+    let records = &m.trace.records;
+    let span = |w: &super::holds::Wait| {
+        let start = m.ns(records[w.start].tsc);
+        let end = w.end.map_or(m.end_ns, |e| m.ns(records[e].tsc));
+        (start, end.saturating_sub(start))
+    };
+    let mut waits: Vec<&super::holds::Wait> = m.holds.waits.iter().collect();
+    waits.sort_by_key(|w| std::cmp::Reverse(span(w).1));
+    writeln!(out, "\nlongest waits")?;
+    for w in waits.iter().take(options.top) {
+        let (start, length) = span(w);
+        write!(
+            out,
+            "  {} waited {} ms on {} from {} ms",
+            m.lanes[w.lane].label_text(),
+            millis(length),
+            m.text(w.what),
+            millis(start)
+        )?;
+        if w.end.is_none() {
+            write!(out, " until the end of the trace")?;
+        }
+        match w.blame {
+            Some(b) => {
+                let b = &m.holds.blames[b];
+                writeln!(
+                    out,
+                    ": {} ms blamed on {}",
+                    millis(b.end_ns.saturating_sub(b.start_ns)),
+                    m.lanes[b.holder].label_text()
+                )?
+            }
+            None => writeln!(out, ": blamed on no one")?,
+        }
+    }
+    if waits.len() > options.top {
+        writeln!(out, "  ... and {} more", waits.len() - options.top)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,610 @@
+//! Reading a trace file: takes the bytes the runtime's recorder dumped (layout and record
+//! semantics in `bootprof_format::trace`); hands on a [`Trace`] with every string resolved and
+//! every record checked.
+//!
+//! Nothing in the file is trusted: every count is checked against the file size with checked
+//! arithmetic, every string offset against the pool, every record's kind and site index, and
+//! the order of the records. Anything wrong is an [`Error::Malformed`] naming the part of the
+//! file (`header`, `sites`, `threads`, `strings`, `records`) and the offset **from the start of
+//! the file** of the offending field, so `xxd -s OFFSET` shows it.
+
+use crate::error::{Error, Location, Result};
+use bootprof_format::trace::{
+    Record, SiteEntry, TraceHeader, HEADER_SIZE, MAGIC, NONE, NO_SITE, RECORD_SIZE, SITE_SIZE,
+    THREAD_SIZE, VERSION,
+};
+use bootprof_format::Kind;
+use std::path::Path;
+
+/// A trace, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    /// The header (counts, TSC frequency, start, pid).
+    pub header: TraceHeader,
+    /// The sites, indexed by [`Record::site`].
+    pub sites: Vec<TraceSite>,
+    /// The threads the recorder saw: tid and name, if the thread named itself.
+    pub threads: Vec<(u32, Option<String>)>,
+    /// The records, sorted by TSC.
+    pub records: Vec<Record>,
+}
+
+/// One site of a trace, with its strings resolved (an absent string is empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSite {
+    /// What the site is.
+    pub kind: Kind,
+    /// The probe's provider (empty for hooks).
+    pub provider: String,
+    /// The probe's name, or the hook symbol.
+    pub name: String,
+    /// The enclosing function.
+    pub function: String,
+    /// Offset of the site in its function.
+    pub func_offset: u32,
+    /// Address of the site in the traced process.
+    pub address: u64,
+    /// The runtime's site id.
+    pub id: u32,
+}
+
+/// Reads and checks the trace at `path`. The records are read in pieces straight into the
+/// trace, so reading needs little memory beyond the trace itself.
+pub fn read_trace(path: &Path) -> Result<Trace> {
+    use std::io::Read;
+    let file_name = path.display().to_string();
+    let io = |e| Error::io(path, e);
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    // The header, then everything before the records if the header's layout fits the file.
+    let mut front = vec![0; len.min(HEADER_SIZE as u64) as usize];
+    file.read_exact(&mut front).map_err(io)?;
+    if let Some(records_at) = records_offset(&front, len) {
+        front.resize(records_at, 0);
+        file.read_exact(&mut front[HEADER_SIZE..]).map_err(io)?;
+    }
+    let mut trace = parse_front(&front, len, &file_name)?;
+    let mut chunk = vec![0; RECORD_SIZE * 32768];
+    let mut at = front.len() as u64;
+    while at < len {
+        let n = chunk.len().min((len - at) as usize);
+        file.read_exact(&mut chunk[..n]).map_err(io)?;
+        decode_records(&chunk[..n], at, &mut trace, &file_name)?;
+        at += n as u64;
+    }
+    Ok(trace)
+}
+
+/// Checks and decodes a trace held in memory; `file` names it in errors.
+pub fn parse_trace(data: &[u8], file: &str) -> Result<Trace> {
+    let mut trace = parse_front(data, data.len() as u64, file)?;
+    let records_at = data.len() - trace.header.records as usize * RECORD_SIZE;
+    decode_records(&data[records_at..], records_at as u64, &mut trace, file)?;
+    Ok(trace)
+}
+
+/// Where the records start, if `header` is a valid header whose counts fit a file of `len`
+/// bytes exactly.
+fn records_offset(header: &[u8], len: u64) -> Option<usize> {
+    let h = TraceHeader::decode(header).ok()?;
+    let at = part_end(HEADER_SIZE as u64, u64::from(h.sites), SITE_SIZE)?;
+    let at = part_end(at, u64::from(h.threads), THREAD_SIZE)?;
+    let at = at.checked_add(u64::from(h.strings))?;
+    (part_end(at, h.records, RECORD_SIZE)? == len).then_some(at as usize)
+}
+
+fn malformed(file: &str, section: &str, offset: u64, what: String) -> Error {
+    Error::Malformed {
+        at: Location {
+            section: Some(section.to_string()),
+            offset: Some(offset),
+            ..Location::file(file)
+        },
+        format: "trace",
+        what,
+    }
+}
+
+/// Checks a trace of `len` bytes and decodes everything but the records, from `data`, which
+/// holds at least the bytes before the records (the whole file when it is too short or its
+/// header does not fit it). The trace comes back with no records, room made for them.
+fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
+    let bad = |section: &str, offset: u64, what: String| malformed(file, section, offset, what);
+
+    // The header, field by field, so each complaint points at its field.
+    if data.len() < HEADER_SIZE {
+        return Err(bad(
+            "header",
+            len,
+            format!("truncated: {len} bytes, shorter than the {HEADER_SIZE}-byte header"),
+        ));
+    }
+    if data[0..8] != MAGIC {
+        return Err(bad("header", 0, "not a bootprof trace (bad magic)".into()));
+    }
+    let version = u32_at(data, 8);
+    if version != VERSION {
+        return Err(bad(
+            "header",
+            8,
+            format!("unknown trace version {version} (this bootprof reads version {VERSION})"),
+        ));
+    }
+    let header = TraceHeader::decode(data).map_err(|what| bad("header", 12, what.to_string()))?;
+    if header.tsc_hz == 0 {
+        return Err(bad("header", 16, "the TSC frequency is zero".into()));
+    }
+
+    // Where each part starts and ends; the counts must add up to the file size exactly.
+    let sites_at = HEADER_SIZE as u64;
+    let threads_at = part_end(sites_at, u64::from(header.sites), SITE_SIZE);
+    let strings_at = threads_at.and_then(|t| part_end(t, u64::from(header.threads), THREAD_SIZE));
+    let records_at = strings_at.and_then(|s| s.checked_add(u64::from(header.strings)));
+    let end = records_at.and_then(|r| part_end(r, header.records, RECORD_SIZE));
+    let parts = [
+        ("sites", sites_at, threads_at, 36),
+        ("threads", threads_at.unwrap_or(u64::MAX), strings_at, 40),
+        ("strings", strings_at.unwrap_or(u64::MAX), records_at, 44),
+        ("records", records_at.unwrap_or(u64::MAX), end, 48),
+    ];
+    for (name, start, stop, count_field) in parts {
+        match stop {
+            None => {
+                return Err(bad(
+                    "header",
+                    count_field,
+                    format!("the {name} count overflows the file layout"),
+                ))
+            }
+            Some(stop) if stop > len => {
+                return Err(bad(
+                    name,
+                    len,
+                    format!(
+                        "truncated: the {name} need bytes {start:#x}..{stop:#x} but the file \
+                         ends at {len:#x}"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    let (threads_at, strings_at, records_at, end) = (
+        threads_at.unwrap_or(0) as usize,
+        strings_at.unwrap_or(0) as usize,
+        records_at.unwrap_or(0) as usize,
+        end.unwrap_or(0),
+    );
+    if end < len {
+        return Err(bad(
+            "records",
+            end,
+            format!(
+                "{} bytes after the last record (the header's counts do not match the file size)",
+                len - end
+            ),
+        ));
+    }
+    let pool = &data[strings_at..records_at];
+    // A string of the pool, or `None` for [`NONE`]; `field` is the offset of the reference.
+    let string = |section: &str, field: usize, at: u32| -> Result<Option<String>> {
+        if at == NONE {
+            return Ok(None);
+        }
+        let tail = pool.get(at as usize..).ok_or_else(|| {
+            bad(
+                section,
+                field as u64,
+                format!(
+                    "string offset {at:#x} is outside the {}-byte string pool",
+                    pool.len()
+                ),
+            )
+        })?;
+        let nul = tail.iter().position(|&b| b == 0).ok_or_else(|| {
+            bad(
+                section,
+                field as u64,
+                format!("the string at pool offset {at:#x} is not NUL-terminated"),
+            )
+        })?;
+        Ok(Some(String::from_utf8_lossy(&tail[..nul]).into_owned()))
+    };
+
+    let mut sites = Vec::with_capacity(header.sites as usize);
+    for (i, chunk) in data[HEADER_SIZE..threads_at]
+        .chunks_exact(SITE_SIZE)
+        .enumerate()
+    {
+        let at = HEADER_SIZE + i * SITE_SIZE;
+        let entry = SiteEntry::decode(chunk.try_into().expect("chunks_exact"));
+        let kind = Kind::from_u8(entry.kind).ok_or_else(|| {
+            bad(
+                "sites",
+                at as u64 + 4,
+                format!("site {i} has an unknown kind {}", entry.kind),
+            )
+        })?;
+        sites.push(TraceSite {
+            kind,
+            name: string("sites", at + 8, entry.name)?.unwrap_or_default(),
+            function: string("sites", at + 12, entry.function)?.unwrap_or_default(),
+            provider: string("sites", at + 16, entry.provider)?.unwrap_or_default(),
+            func_offset: entry.func_offset,
+            address: entry.address,
+            id: entry.id,
+        });
+    }
+
+    let mut threads = Vec::with_capacity(header.threads as usize);
+    for (i, chunk) in data[threads_at..strings_at]
+        .chunks_exact(THREAD_SIZE)
+        .enumerate()
+    {
+        let at = threads_at + i * THREAD_SIZE;
+        let tid = u32_at(chunk, 0);
+        threads.push((tid, string("threads", at + 4, u32_at(chunk, 4))?));
+    }
+
+    Ok(Trace {
+        header,
+        sites,
+        threads,
+        records: Vec::with_capacity(header.records as usize),
+    })
+}
+
+/// Checks and appends the records in `data`, which starts at file offset `at` on a record
+/// boundary.
+fn decode_records(data: &[u8], at: u64, trace: &mut Trace, file: &str) -> Result<()> {
+    let bad = |offset: u64, what: String| malformed(file, "records", offset, what);
+    let sites = trace.header.sites;
+    let mut last_tsc = trace.records.last().map_or(0, |r| r.tsc);
+    // Offset of record 0; `at` is that of the first record in `data`.
+    let base = at - trace.records.len() as u64 * RECORD_SIZE as u64;
+    for chunk in data.chunks_exact(RECORD_SIZE) {
+        let i = trace.records.len();
+        let at = base + i as u64 * RECORD_SIZE as u64;
+        let bytes: &[u8; RECORD_SIZE] = chunk.try_into().expect("chunks_exact");
+        let record = Record::decode(bytes).ok_or_else(|| {
+            bad(
+                at + 24,
+                format!("record {i} has an unknown kind {}", bytes[24]),
+            )
+        })?;
+        if record.site != NO_SITE && record.site >= sites {
+            return Err(bad(
+                at + 20,
+                format!(
+                    "record {i} names site {} but the trace has {sites} sites",
+                    record.site
+                ),
+            ));
+        }
+        if record.tsc < last_tsc {
+            return Err(bad(
+                at,
+                format!(
+                    "record {i} is out of order: its TSC {} is before the previous record's {}",
+                    record.tsc, last_tsc
+                ),
+            ));
+        }
+        last_tsc = record.tsc;
+        trace.records.push(record);
+    }
+    Ok(())
+}
+
+/// `start + count * size`, or `None` on overflow.
+fn part_end(start: u64, count: u64, size: usize) -> Option<u64> {
+    start.checked_add(count.checked_mul(size as u64)?)
+}
+
+/// The little-endian u32 at `at`; the caller has checked the bounds.
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Writing traces: the encoder the tests (and benchmarks) use to make synthetic traces.
+pub mod build {
+    use bootprof_format::trace::{Record, RecordKind, SiteEntry, TraceHeader, NONE, NO_SITE};
+    use bootprof_format::Kind;
+    use std::collections::HashMap;
+
+    /// Builds a trace file in memory.
+    #[derive(Debug, Default)]
+    pub struct TraceBuilder {
+        /// The header; the counts are filled in by [`TraceBuilder::bytes`].
+        pub header: TraceHeader,
+        sites: Vec<SiteEntry>,
+        threads: Vec<(u32, u32)>,
+        strings: Vec<u8>,
+        interned: HashMap<String, u32>,
+        /// The records, in the order added (which should be TSC order).
+        pub records: Vec<Record>,
+    }
+
+    impl TraceBuilder {
+        /// An empty trace of process `pid` with the TSC at `tsc_hz` starting at `start_tsc`.
+        pub fn new(pid: u32, tsc_hz: u64, start_tsc: u64) -> TraceBuilder {
+            TraceBuilder {
+                header: TraceHeader {
+                    tsc_hz,
+                    start_tsc,
+                    pid,
+                    ..TraceHeader::default()
+                },
+                ..TraceBuilder::default()
+            }
+        }
+
+        fn string(&mut self, s: &str) -> u32 {
+            if let Some(&at) = self.interned.get(s) {
+                return at;
+            }
+            let at = self.strings.len() as u32;
+            self.strings.extend_from_slice(s.as_bytes());
+            self.strings.push(0);
+            self.interned.insert(s.to_string(), at);
+            at
+        }
+
+        /// Adds a site; returns its index.
+        pub fn site(
+            &mut self,
+            kind: Kind,
+            provider: &str,
+            name: &str,
+            function: &str,
+            address: u64,
+            func_offset: u32,
+        ) -> u32 {
+            let id = self.sites.len() as u32;
+            let mut opt = |s: &str| if s.is_empty() { NONE } else { self.string(s) };
+            let entry = SiteEntry {
+                id,
+                kind: kind as u8,
+                name: opt(name),
+                function: opt(function),
+                provider: opt(provider),
+                func_offset,
+                address,
+            };
+            self.sites.push(entry);
+            self.sites.len() as u32 - 1
+        }
+
+        /// Adds a thread (with a name, or `None`).
+        pub fn thread(&mut self, tid: u32, name: Option<&str>) {
+            let name = name.map_or(NONE, |n| self.string(n));
+            self.threads.push((tid, name));
+        }
+
+        /// Adds a record.
+        pub fn record(&mut self, tsc: u64, tid: u32, kind: RecordKind, site: u32, arg: u64) {
+            self.records.push(Record {
+                tsc,
+                arg,
+                tid,
+                site,
+                kind,
+            });
+        }
+
+        /// Adds a THREAD record without a site.
+        pub fn no_site(&mut self, tsc: u64, tid: u32, kind: RecordKind) {
+            self.record(tsc, tid, kind, NO_SITE, 0);
+        }
+
+        /// The file's bytes.
+        pub fn bytes(&self) -> Vec<u8> {
+            let mut header = self.header;
+            header.sites = self.sites.len() as u32;
+            header.threads = self.threads.len() as u32;
+            header.strings = self.strings.len() as u32;
+            header.records = self.records.len() as u64;
+            let mut out = header.encode().to_vec();
+            for s in &self.sites {
+                out.extend_from_slice(&s.encode());
+            }
+            for (tid, name) in &self.threads {
+                out.extend_from_slice(&tid.to_le_bytes());
+                out.extend_from_slice(&name.to_le_bytes());
+            }
+            out.extend_from_slice(&self.strings);
+            for r in &self.records {
+                out.extend_from_slice(&r.encode());
+            }
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build::TraceBuilder;
+    use super::*;
+    use bootprof_format::trace::RecordKind as K;
+
+    /// A small trace using every record kind, two threads, a hold and a wait.
+    pub(crate) fn small() -> Vec<u8> {
+        let mut b = TraceBuilder::new(42, 1_000_000_000, 1000);
+        let main = b.site(Kind::Fentry, "", "__fentry__", "main", 0x1000, 0);
+        let f = b.site(Kind::Fentry, "", "__fentry__", "f", 0x1100, 0);
+        let fx = b.site(
+            Kind::CygExit,
+            "",
+            "__cyg_profile_func_exit",
+            "f",
+            0x1140,
+            0x40,
+        );
+        let ev = b.site(Kind::Probe, "app", "start", "main", 0x1010, 0x10);
+        let w = b.site(Kind::Probe, "bpwait", "root", "main", 0x1020, 0x20);
+        let uw = b.site(Kind::Probe, "bpunwait", "root", "main", 0x1030, 0x30);
+        let h = b.site(Kind::Probe, "bphold", "root", "worker", 0x1200, 4);
+        let r = b.site(Kind::Probe, "bprelease", "root", "worker", 0x1210, 0x14);
+        let t = b.site(Kind::Probe, "bpthread", "worker", "worker", 0x1220, 0x24);
+        b.thread(1, Some("main"));
+        b.thread(2, None);
+        b.record(1000, 1, K::Enter, main, 0);
+        b.record(1100, 2, K::Thread, t, 0);
+        b.record(1200, 2, K::Hold, h, 0);
+        b.record(1300, 1, K::Enter, f, 0x1005);
+        b.record(1400, 1, K::Event, ev, 7);
+        b.record(1500, 1, K::Exit, fx, 0);
+        b.record(1600, 1, K::Wait, w, 0);
+        b.record(1700, 2, K::Release, r, 0);
+        b.record(1800, 1, K::Unwait, uw, 0);
+        b.bytes()
+    }
+
+    #[test]
+    fn reads_a_small_trace() {
+        let t = parse_trace(&small(), "t").unwrap();
+        assert_eq!(t.header.pid, 42);
+        assert_eq!(t.sites.len(), 9);
+        assert_eq!(t.sites[3].provider, "app");
+        assert_eq!(t.sites[0].provider, "");
+        assert_eq!(t.sites[2].kind, Kind::CygExit);
+        assert_eq!(t.threads, vec![(1, Some("main".into())), (2, None)]);
+        assert_eq!(t.records.len(), 9);
+        assert_eq!(t.records[3].arg, 0x1005);
+    }
+
+    fn malformed(data: &[u8]) -> (String, u64, String) {
+        match parse_trace(data, "t") {
+            Err(Error::Malformed { at, what, format }) => {
+                assert_eq!(format, "trace");
+                assert_eq!(at.file, "t");
+                (at.section.unwrap(), at.offset.unwrap(), what)
+            }
+            other => panic!("expected malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_at_or_before_the_end() {
+        let data = small();
+        for n in 0..data.len() {
+            let (_, offset, what) = malformed(&data[..n]);
+            assert!(offset <= n as u64, "cut at {n}: offset {offset:#x}: {what}");
+        }
+    }
+
+    /// Reading a file in pieces finds what reading it whole finds, at every length.
+    #[test]
+    fn reading_a_file_agrees_with_parsing_bytes() {
+        let data = small();
+        let path =
+            std::env::temp_dir().join(format!("bootprof-trace-{}.trace", std::process::id()));
+        let name = path.display().to_string();
+        for n in (0..data.len()).chain([data.len()]) {
+            std::fs::write(&path, &data[..n]).unwrap();
+            let read = read_trace(&path).map_err(|e| e.to_string());
+            let parsed = parse_trace(&data[..n], &name).map_err(|e| e.to_string());
+            assert_eq!(read, parsed, "cut at {n}");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let data = small();
+        let mut d = data.clone();
+        d[0] = b'X';
+        assert_eq!(malformed(&d).0, "header");
+        let mut d = data.clone();
+        d[8] = 9;
+        assert_eq!(malformed(&d).1, 8);
+        let mut d = data.clone();
+        d[16..24].fill(0);
+        assert_eq!(malformed(&d).1, 16);
+        // A record count one too many: the records are truncated.
+        let mut d = data.clone();
+        d[48] += 1;
+        assert_eq!(malformed(&d).0, "records");
+        // A huge site count overflows nothing but does not fit.
+        let mut d = data.clone();
+        d[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(malformed(&d).0, "sites");
+        // A huge record count overflows the layout.
+        let mut d = data.clone();
+        d[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(malformed(&d), ("header".into(), 48, malformed(&d).2));
+        // Trailing garbage.
+        let mut d = data.clone();
+        d.push(0);
+        assert_eq!(malformed(&d).1, data.len() as u64);
+    }
+
+    #[test]
+    fn bad_strings_records_and_order_are_named() {
+        let data = small();
+        let t = parse_trace(&data, "t").unwrap();
+        let records_at = data.len() - t.records.len() * RECORD_SIZE;
+        let strings = t.header.strings as usize;
+        let strings_at = records_at - strings;
+        // A site's name offset past the pool.
+        let mut d = data.clone();
+        d[HEADER_SIZE + 8..HEADER_SIZE + 12].copy_from_slice(&(strings as u32).to_le_bytes());
+        assert_eq!(malformed(&d).0, "sites");
+        assert_eq!(malformed(&d).1, HEADER_SIZE as u64 + 8);
+        // The pool's last NUL gone: the last string is not terminated.
+        let mut d = data.clone();
+        d[strings_at + strings - 1] = b'x';
+        let (section, _, what) = malformed(&d);
+        assert!(what.contains("NUL"), "{section}: {what}");
+        // An unknown record kind.
+        let mut d = data.clone();
+        d[records_at + 24] = 99;
+        assert_eq!(malformed(&d).1, records_at as u64 + 24);
+        // A site index past the table.
+        let mut d = data.clone();
+        d[records_at + 20..records_at + 24].copy_from_slice(&9u32.to_le_bytes());
+        assert_eq!(malformed(&d).1, records_at as u64 + 20);
+        // Out of order.
+        let mut d = data.clone();
+        let second = records_at + RECORD_SIZE;
+        d[second..second + 8].copy_from_slice(&10u64.to_le_bytes());
+        assert_eq!(
+            malformed(&d),
+            ("records".into(), second as u64, malformed(&d).2)
+        );
+        // An unknown site kind.
+        let mut d = data;
+        d[HEADER_SIZE + 4] = 0;
+        assert_eq!(malformed(&d).1, HEADER_SIZE as u64 + 4);
+    }
+
+    /// Random byte flips: an error or a trace, never a panic, and every report of a trace that
+    /// reads back is made without a panic too.
+    #[test]
+    fn random_flips_never_panic() {
+        let data = small();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut read = 0;
+        for _ in 0..3000 {
+            let mut d = data.clone();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() % d.len() as u64) as usize;
+                d[i] ^= 1 << (next() % 8);
+            }
+            if let Ok(t) = parse_trace(&d, "t") {
+                read += 1;
+                for format in crate::report::Format::ALL {
+                    let mut out = Vec::new();
+                    crate::report::write_report(&t, format, &Default::default(), &mut out).unwrap();
+                }
+            }
+        }
+        assert!(read > 100, "only {read} flipped traces read back");
+    }
+}
