@@ -25,5 +25,6 @@ mod json;
 mod linker_scripts;
 mod matrix;
 mod objdump;
+mod report;
 mod rust;
 mod util;
