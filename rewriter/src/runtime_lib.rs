@@ -55,7 +55,11 @@ pub fn prelinked(archive: &Path) -> Option<PathBuf> {
     ld.arg(archive).arg("-o").arg(&partial);
     let ok = ld.output().is_ok_and(|o| o.status.success())
         && Command::new("objcopy")
-            .args(["--remove-section=.llvmbc", "--remove-section=.llvmcmd", "--strip-debug"])
+            .args([
+                "--remove-section=.llvmbc",
+                "--remove-section=.llvmcmd",
+                "--strip-debug",
+            ])
             .arg(&partial)
             .arg(&stripped)
             .output()

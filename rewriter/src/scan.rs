@@ -283,8 +283,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
                 continue;
             }
             let r_offset = rela.r_offset(LE);
-            let symbol =
-                String::from_utf8_lossy(&probes[probe as usize].name).into_owned();
+            let symbol = String::from_utf8_lossy(&probes[probe as usize].name).into_owned();
             if !exec {
                 plan.not_sites.push(NotASite {
                     at: Location {

@@ -17,6 +17,7 @@
 //! Set `BOOTPROF_TEST_KEEP=1` to keep the temporary directories.
 
 mod badinput;
+mod boot;
 mod cli;
 mod cmake;
 mod corpus;
