@@ -227,11 +227,7 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
     let Some(s) = reg.sites.get(i) else {
         return fail(format!("no site {i}"));
     };
-    let mode = match s.state() {
-        crate::registry::TRAP => 1,
-        crate::registry::CALL | crate::registry::ENABLING_CALL => 2,
-        _ => 0,
-    };
+    let mode = s.mode().map_or(0, |m| m as u8);
     let site = CSite {
         id: s.id,
         kind: s.kind as u8,

@@ -154,11 +154,7 @@ pub fn sites() -> Vec<SiteInfo> {
             function: s.function,
             func_offset: s.func_offset,
             match_name: s.match_name,
-            mode: match s.state() {
-                registry::TRAP => Some(Mode::Trap),
-                registry::CALL | registry::ENABLING_CALL => Some(Mode::Call),
-                _ => None,
-            },
+            mode: s.mode(),
             hits: s.hits.load(Ordering::Relaxed),
         })
         .collect()

@@ -82,6 +82,15 @@ impl SiteRec {
         self.state.load(Ordering::Acquire)
     }
 
+    /// The mode the site is enabled in (a site on its way to call mode counts as enabled).
+    pub fn mode(&self) -> Option<Mode> {
+        match self.state() {
+            TRAP => Some(Mode::Trap),
+            CALL | ENABLING_CALL => Some(Mode::Call),
+            _ => None,
+        }
+    }
+
     /// Length of the site in bytes.
     pub fn site_len(&self) -> usize {
         self.form.len()

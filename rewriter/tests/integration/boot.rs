@@ -2,7 +2,35 @@
 //! reported as a flame chart; each phase and the worker blamed for main's wait must appear with
 //! their durations, read from the SVG's numbers (the sleeps in the program are lower bounds).
 
-use crate::util::{cmd, link_bin, repo_root, run, TempDir, BOOTPROF};
+use crate::util::{cmd, link_bin, repo_root, run, Out, TempDir, BOOTPROF};
+use std::path::Path;
+
+/// `bootprof run -o TRACE -- EXE`.
+fn record(exe: &Path, trace: &Path) -> Out {
+    let args = [
+        "run".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+    ];
+    run(cmd(BOOTPROF, args)).ok()
+}
+
+/// `bootprof report TRACE --format FORMAT`, its output.
+fn report(trace: &Path, format: &str) -> String {
+    run(cmd(
+        BOOTPROF,
+        [
+            "report".as_ref(),
+            trace.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ],
+    ))
+    .ok()
+    .stdout
+}
 
 /// (name, duration ms, x, width) of every frame of the chart.
 fn frames(svg: &str) -> Vec<(String, f64, f64, f64)> {
@@ -42,17 +70,7 @@ fn boot_example_flame_chart_shows_each_phase_and_the_blamed_worker() {
         .arg(&obj))
     .ok();
     let trace = dir.join("boot.trace");
-    let o = run(cmd(
-        BOOTPROF,
-        [
-            "run".as_ref(),
-            "-o".as_ref(),
-            trace.as_os_str(),
-            "--".as_ref(),
-            exe.as_os_str(),
-        ],
-    ))
-    .ok();
+    let o = record(&exe, &trace);
     assert_eq!(o.stdout, "booted with 3 settings\n");
     let svg_path = dir.join("boot.svg");
     run(cmd(
@@ -135,28 +153,8 @@ fn instrumented_functions_give_full_call_stacks() {
     let exe = dir.join("instrument");
     run(cmd(link_bin(), ["cc", "-o"]).arg(&exe).arg(&obj)).ok();
     let trace = dir.join("i.trace");
-    run(cmd(
-        BOOTPROF,
-        [
-            "run".as_ref(),
-            "-o".as_ref(),
-            trace.as_os_str(),
-            "--".as_ref(),
-            exe.as_os_str(),
-        ],
-    ))
-    .ok();
-    let folded = run(cmd(
-        BOOTPROF,
-        [
-            "report".as_ref(),
-            trace.as_os_str(),
-            "--format".as_ref(),
-            "folded".as_ref(),
-        ],
-    ))
-    .ok()
-    .stdout;
+    record(&exe, &trace);
+    let folded = report(&trace, "folded");
     let stacks: Vec<&str> = folded
         .lines()
         .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s))
@@ -167,17 +165,7 @@ fn instrumented_functions_give_full_call_stacks() {
             .any(|s| s.ends_with("main;shout;count_vowels")),
         "{folded}"
     );
-    let points = run(cmd(
-        BOOTPROF,
-        [
-            "report".as_ref(),
-            trace.as_os_str(),
-            "--format".as_ref(),
-            "points".as_ref(),
-        ],
-    ))
-    .ok()
-    .stdout;
+    let points = report(&trace, "points");
     let calls = |name: &str| -> u64 {
         points
             .lines()
