@@ -103,8 +103,6 @@ impl Done {
 enum FileClass {
     /// A relocatable ELF object.
     Object,
-    /// A relocatable object holding only compiler IR (gcc `-flto` without fat objects).
-    GccLto,
     /// LLVM bitcode (clang `-flto`).
     Bitcode,
     /// An archive.
@@ -124,11 +122,7 @@ fn classify_file(path: &Path, data: &[u8]) -> FileClass {
     }
     if data.starts_with(b"\x7fELF") {
         if data.len() >= 18 && u16::from_le_bytes([data[16], data[17]]) == 1 {
-            return if memmem(data, b"__gnu_lto_slim") {
-                FileClass::GccLto
-            } else {
-                FileClass::Object
-            };
+            return FileClass::Object;
         }
         // A big-endian relocatable object is still an object (rewrite_object says why not).
         if data.len() >= 18 && data[5] == 2 && u16::from_be_bytes([data[16], data[17]]) == 1 {
@@ -147,8 +141,24 @@ fn classify_file(path: &Path, data: &[u8]) -> FileClass {
     }
 }
 
-fn memmem(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+/// Whether the object at `path` carries gcc's LTO intermediate code (`.gnu.lto_*` sections): its
+/// real code, and so its sites, exist only after code generation. Reads section headers only.
+fn has_gcc_lto_sections(path: &Path) -> bool {
+    use object::read::elf::FileHeader;
+    let Ok(data) = map(path) else {
+        return false;
+    };
+    let Ok(header) = crate::scan::FileHeader64::parse(&*data) else {
+        return false;
+    };
+    let Ok(sections) = header.sections(object::LittleEndian, &*data) else {
+        return false;
+    };
+    sections.iter().any(|s| {
+        sections
+            .section_name(object::LittleEndian, s)
+            .is_ok_and(|n| n.starts_with(b".gnu.lto_"))
+    })
 }
 
 /// Maps `path` read-only.
@@ -171,7 +181,7 @@ fn run_job(job: &Job, dir: &Path, verbose: bool) -> Result<Done> {
     let mut done = Done::default();
     match classify_file(&job.path, &data) {
         FileClass::NotElf => return Err(Error::NotElf(Location::file(file))),
-        FileClass::Other | FileClass::GccLto | FileClass::Bitcode => {}
+        FileClass::Other | FileClass::Bitcode => {}
         FileClass::Object => {
             let r = crate::rewrite_object(&data, &file)?;
             done.absorb(&file, &r, verbose);
@@ -331,9 +341,7 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
                         lto = true;
                         objects.push(Job { arg: i, path });
                     }
-                    FileClass::Object | FileClass::GccLto | FileClass::NotElf => {
-                        objects.push(Job { arg: i, path })
-                    }
+                    FileClass::Object | FileClass::NotElf => objects.push(Job { arg: i, path }),
                     FileClass::Other => {}
                 }
             }
@@ -352,10 +360,8 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
 
     let mut partial = line.options.partial_link;
     if !partial && !lto {
-        // gcc's slim LTO objects are ELF: look for the marker symbol's name.
-        lto = objects
-            .iter()
-            .any(|j| map(&j.path).is_ok_and(|d| classify_file(&j.path, &d) == FileClass::GccLto));
+        // gcc's LTO objects are ELF, told apart by their sections (clang's bitcode by its magic).
+        lto = objects.iter().any(|j| has_gcc_lto_sections(&j.path));
     }
     if lto && !partial {
         partial = true;
