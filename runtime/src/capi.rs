@@ -259,11 +259,7 @@ pub extern "C" fn bootprof_record(on: c_int) -> c_int {
         crate::recorder::stop();
         return 0;
     }
-    let capacity = std::env::var("BOOTPROF_BUFFER")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(crate::recorder::DEFAULT_BUFFER);
-    if crate::recorder::start(capacity) {
+    if crate::record() {
         0
     } else {
         fail("cannot map the record buffer")

@@ -42,11 +42,7 @@ pub(crate) fn note_raw(text: &str) {
 
 /// Starts recording hits of enabled sites (TSLOG-style event log; see [`recorder`]).
 pub fn record() -> bool {
-    let capacity = std::env::var("BOOTPROF_BUFFER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(recorder::DEFAULT_BUFFER);
-    recorder::start(capacity)
+    recorder::start(recorder::configured_capacity())
 }
 
 /// Writes the event log to `path` (atomically); returns the number of records.

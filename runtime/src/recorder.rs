@@ -105,6 +105,15 @@ pub fn start(capacity: usize) -> bool {
     true
 }
 
+/// The capacity `BOOTPROF_BUFFER` asks for (a positive number of records), else the default.
+pub fn configured_capacity() -> usize {
+    std::env::var("BOOTPROF_BUFFER")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_BUFFER)
+}
+
 /// Stops recording (what was recorded stays, for the dump).
 pub fn stop() {
     RECORDING.store(false, Ordering::Release);
@@ -415,12 +424,7 @@ pub(crate) fn init_from_environment() {
         let record = output || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1");
         let points = std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1");
         if record {
-            let capacity = std::env::var("BOOTPROF_BUFFER")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|&n| n > 0)
-                .unwrap_or(DEFAULT_BUFFER);
-            start(capacity);
+            start(configured_capacity());
         }
         if record || points {
             extern "C" fn at_exit() {
