@@ -416,7 +416,8 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
 /// Reads the recorder's environment at the first registration: `BOOTPROF_OUTPUT` (or
 /// `BOOTPROF_RECORD=1`) starts recording into a buffer of `BOOTPROF_BUFFER` records and dumps at
 /// exit; `BOOTPROF_DUMP_SIGNAL` (a number or a name like `USR2`) dumps on that signal;
-/// `BOOTPROF_POINTS=1` prints the profile-point table to stderr at exit.
+/// `BOOTPROF_POINTS=1` prints the profile-point table to stderr at exit; `BOOTPROF_STATS=FILE`
+/// appends one line of hit counts to FILE at exit (see [`stats_line`]).
 pub(crate) fn init_from_environment() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -451,6 +452,29 @@ pub(crate) fn init_from_environment() {
             // SAFETY: registers a function with no preconditions.
             unsafe { libc::atexit(at_exit) };
         }
+        if std::env::var_os("BOOTPROF_STATS").is_some_and(|v| !v.is_empty()) {
+            extern "C" fn append_stats() {
+                let Some(path) = std::env::var_os("BOOTPROF_STATS") else {
+                    return;
+                };
+                use std::io::Write;
+                let line = stats_line();
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
+                    .and_then(|mut f| f.write_all(line.as_bytes()));
+                if let Err(e) = written {
+                    crate::note(&format!(
+                        "cannot append to {}: {e}",
+                        std::path::Path::new(&path).display()
+                    ));
+                }
+            }
+            // SAFETY: registers a function with no preconditions.
+            unsafe { libc::atexit(append_stats) };
+        }
         extern "C" fn mark_exiting() {
             EXITING.store(true, Ordering::Relaxed);
         }
@@ -464,6 +488,32 @@ pub(crate) fn init_from_environment() {
             }
         }
     });
+}
+
+/// The line `BOOTPROF_STATS` appends at exit, tab-separated: `pid`, the executable's path,
+/// sites registered, sites enabled, hits of enabled sites (all sites' counters summed; each counter
+/// may lose counts under concurrent hits of one site), and the most-hit function with its hits.
+pub(crate) fn stats_line() -> String {
+    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+    let reg = registry::lock();
+    let (mut enabled, mut hits, mut top) = (0usize, 0u64, ("-", 0u64));
+    for s in &reg.sites {
+        let h = s.hits.load(Ordering::Relaxed);
+        enabled += usize::from(s.mode().is_some());
+        hits += h;
+        if h > top.1 {
+            top = (s.function, h);
+        }
+    }
+    format!(
+        "{}\t{}\t{}\t{enabled}\t{hits}\t{}\t{}\n",
+        // SAFETY: getpid has no preconditions.
+        unsafe { libc::getpid() },
+        exe.display(),
+        reg.sites.len(),
+        top.0,
+        top.1
+    )
 }
 
 fn signal_number(s: &str) -> Option<libc::c_int> {
