@@ -686,3 +686,29 @@ fn function_trace_matches_uftrace_call_for_call() {
         .collect();
     assert_eq!(mine, theirs, "bootprof (left) and uftrace (right) disagree");
 }
+
+#[test]
+fn stats_file_gets_one_line_per_process_with_its_hits() {
+    let w = Work::new("stats");
+    let exe = w.build("flood", &["flood.c"], &[], &[]);
+    let stats = w.path("stats");
+    let s = stats.to_str().unwrap();
+    ok(&run(&exe, &[], &[("BOOTPROF_STATS", s)]));
+    for mode in ["trap", "call"] {
+        let env = [
+            ("BOOTPROF_STATS", s),
+            ("BOOTPROF_ENABLE", "flood:*"),
+            ("BOOTPROF_MODE", mode),
+        ];
+        ok(&run(&exe, &[], &env));
+    }
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for (row, (enabled, hits)) in rows.iter().zip([("0", "0"), ("1", "5000"), ("1", "5000")]) {
+        assert_eq!(row.len(), 7, "{text}");
+        assert!(row[1].ends_with("/flood"), "{text}");
+        assert_eq!((row[3], row[4]), (enabled, hits), "{text}");
+    }
+    assert_eq!((rows[1][5], rows[1][6]), ("tick", "5000"), "{text}");
+}
