@@ -387,18 +387,9 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-        out.write_all(&header.encode())?;
-        for s in &sites {
-            out.write_all(&s.encode())?;
-        }
-        for (tid, name) in &threads {
-            out.write_all(&tid.to_le_bytes())?;
-            out.write_all(&name.to_le_bytes())?;
-        }
-        out.write_all(&strings)?;
-        for r in &records {
-            out.write_all(&r.encode())?;
-        }
+        fmt::write_trace(header, &sites, &threads, &strings, &records, |b| {
+            out.write_all(b)
+        })?;
         out.flush()
     };
     if let Err(e) = write() {

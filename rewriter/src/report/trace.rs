@@ -399,23 +399,20 @@ pub mod build {
 
         /// The file's bytes.
         pub fn bytes(&self) -> Vec<u8> {
-            let mut header = self.header;
-            header.sites = self.sites.len() as u32;
-            header.threads = self.threads.len() as u32;
-            header.strings = self.strings.len() as u32;
-            header.records = self.records.len() as u64;
-            let mut out = header.encode().to_vec();
-            for s in &self.sites {
-                out.extend_from_slice(&s.encode());
-            }
-            for (tid, name) in &self.threads {
-                out.extend_from_slice(&tid.to_le_bytes());
-                out.extend_from_slice(&name.to_le_bytes());
-            }
-            out.extend_from_slice(&self.strings);
-            for r in &self.records {
-                out.extend_from_slice(&r.encode());
-            }
+            let mut out = Vec::new();
+            let parts = (&self.sites, &self.threads, &self.strings, &self.records);
+            bootprof_format::trace::write_trace(
+                self.header,
+                parts.0,
+                parts.1,
+                parts.2,
+                parts.3,
+                |b| {
+                    out.extend_from_slice(b);
+                    Ok::<(), std::convert::Infallible>(())
+                },
+            )
+            .unwrap_or_else(|never| match never {});
             out
         }
     }

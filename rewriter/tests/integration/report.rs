@@ -129,24 +129,15 @@ impl Builder {
             tsc_hz: HZ,
             start_tsc: START,
             pid: PID,
-            sites: self.sites.len() as u32,
-            threads: self.threads.len() as u32,
-            strings: self.strings.len() as u32,
-            records: records.len() as u64,
-            dropped: 0,
+            ..TraceHeader::default()
         };
-        let mut out = header.encode().to_vec();
-        for s in &self.sites {
-            out.extend_from_slice(&s.encode());
-        }
-        for (tid, name) in &self.threads {
-            out.extend_from_slice(&tid.to_le_bytes());
-            out.extend_from_slice(&name.to_le_bytes());
-        }
-        out.extend_from_slice(&self.strings);
-        for r in &records {
-            out.extend_from_slice(&r.encode());
-        }
+        let mut out = Vec::new();
+        let (sites, threads, strings) = (&self.sites, &self.threads, &self.strings);
+        bootprof_format::trace::write_trace(header, sites, threads, strings, &records, |b| {
+            out.extend_from_slice(b);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap_or_else(|never| match never {});
         out
     }
 

@@ -128,6 +128,40 @@ impl Record {
     }
 }
 
+/// Writes a whole trace file, part by part, through `put`: the header (with its four counts
+/// taken from the parts; `tsc_hz`, `start_tsc`, `pid` and `dropped` from `header`), the sites,
+/// the threads as (tid, name offset) pairs, the string pool and the records. The one encoder the
+/// runtime's dump and the synthetic traces of tests share.
+pub fn write_trace<E>(
+    header: TraceHeader,
+    sites: &[SiteEntry],
+    threads: &[(u32, u32)],
+    strings: &[u8],
+    records: &[Record],
+    mut put: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let header = TraceHeader {
+        sites: sites.len() as u32,
+        threads: threads.len() as u32,
+        strings: strings.len() as u32,
+        records: records.len() as u64,
+        ..header
+    };
+    put(&header.encode())?;
+    for s in sites {
+        put(&s.encode())?;
+    }
+    for (tid, name) in threads {
+        put(&tid.to_le_bytes())?;
+        put(&name.to_le_bytes())?;
+    }
+    put(strings)?;
+    for r in records {
+        put(&r.encode())?;
+    }
+    Ok(())
+}
+
 /// The header's fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct TraceHeader {
