@@ -711,4 +711,13 @@ fn stats_file_gets_one_line_per_process_with_its_hits() {
         assert_eq!((row[3], row[4]), (enabled, hits), "{text}");
     }
     assert_eq!((rows[1][5], rows[1][6]), ("tick", "5000"), "{text}");
+    // A file that cannot be opened: the program still succeeds, and stderr names the file.
+    let bad = w.path("no-such-dir/stats");
+    let o = run(&exe, &[], &[("BOOTPROF_STATS", bad.to_str().unwrap())]);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot append to") && err.contains("no-such-dir/stats"),
+        "{err}"
+    );
 }
