@@ -210,7 +210,10 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
     // Renumber symbol references and neutralise the site relocations.
     let mut site_relas: HashMap<usize, Vec<usize>> = HashMap::new();
     for s in sites {
-        site_relas.entry(s.rela.0).or_default().push(s.rela.1);
+        let guard_relas = s.guard.iter().flat_map(|g| g.relas);
+        for (sec, j) in std::iter::once(s.rela).chain(guard_relas) {
+            site_relas.entry(sec).or_default().push(j);
+        }
     }
     for (i, sec) in out.iter_mut().enumerate() {
         let ty = sec.sh_type();
@@ -308,7 +311,11 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
     // The fragments.
     for (&sec, list) in &by_section {
         let frag_index = out.len();
-        let (bytes, relas) = fragment(list, section_symbol[&sec], |s| remap(s.symbol_index));
+        // A call site's target is its stub (the probe symbol); a guard's, its out-of-line code.
+        let (bytes, relas) = fragment(list, section_symbol[&sec], |s| match &s.guard {
+            Some(g) => (remap(g.symbol), g.addend),
+            None => (remap(s.symbol_index), 0),
+        });
         let group_flag = if group_of.contains_key(&sec) {
             elf::SHF_GROUP.0
         } else {
@@ -375,11 +382,12 @@ impl OutSection<'_> {
     }
 }
 
-/// Builds one fragment: header, entries, name pool; and its relocations (site and target).
+/// Builds one fragment: header, entries, name pool; and its relocations (site, and target: the
+/// symbol and addend `target_of` gives).
 fn fragment(
     list: &[&SiteInfo],
     text_symbol: usize,
-    probe_symbol: impl Fn(&SiteInfo) -> usize,
+    target_of: impl Fn(&SiteInfo) -> (usize, i64),
 ) -> (Vec<u8>, Vec<u8>) {
     let entries_end = HEADER_SIZE + list.len() * ENTRY_SIZE;
     let mut pool: Vec<u8> = Vec::new();
@@ -425,13 +433,14 @@ fn fragment(
         );
         put_u64(&mut rela, 16, s.offset);
         relas.extend_from_slice(&rela);
+        let (target, addend) = target_of(s);
         put_u64(&mut rela, 0, (e + field::TARGET) as u64);
         put_u64(
             &mut rela,
             8,
-            ((probe_symbol(s) as u64) << 32) | u64::from(elf::R_X86_64_PC32.0),
+            ((target as u64) << 32) | u64::from(elf::R_X86_64_PC32.0),
         );
-        put_u64(&mut rela, 16, 0);
+        put_u64(&mut rela, 16, addend as u64);
         relas.extend_from_slice(&rela);
     }
     bytes.extend_from_slice(&pool);

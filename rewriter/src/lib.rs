@@ -2,8 +2,8 @@
 //!
 //! The pipeline, one module per phase (see `DESIGN.md`): [`args`] parses the link line ->
 //! [`gather`] collects the relocatable inputs (objects, archive members, or one partial link) ->
-//! [`scan`] finds relocations against probe symbols -> `patch` verifies each site and chooses
-//! its NOP -> `emit` writes the rewritten object with its table fragments, and [`stubs`] the
+//! [`scan`] finds relocations against probe symbols (and `guard` reads the C header's guard
+//! records) -> `patch` verifies each site and chooses its NOP -> `emit` writes the rewritten object with its table fragments, and [`stubs`] the
 //! object defining every probe symbol -> [`link`] runs the final link with the rewritten inputs
 //! and moves the output into place atomically. [`list`] reads the table back from a binary.
 #![deny(missing_docs)]
@@ -15,6 +15,7 @@ pub mod args;
 pub(crate) mod emit;
 pub mod error;
 pub mod gather;
+pub(crate) mod guard;
 pub mod link;
 pub mod list;
 pub(crate) mod patch;

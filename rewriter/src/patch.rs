@@ -88,6 +88,7 @@ pub(crate) fn recognise(
         Form::JmpRel32 => insn.code() == Code::Jmp_rel32_64,
         Form::CallGot => insn.code() == Code::Call_rm64 && insn.memory_base() == Register::RIP,
         Form::JmpGot => insn.code() == Code::Jmp_rm64 && insn.memory_base() == Register::RIP,
+        Form::Guard => false,
     };
     if !code_ok || insn.len() != form.len() {
         return Recognised::BadCall;

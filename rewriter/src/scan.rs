@@ -5,8 +5,9 @@
 //! symbols the object references or defines (for the stub generator). Nothing is written here.
 
 use crate::error::{Error, Location, Result};
+use crate::guard::{self, GuardReloc};
 use crate::patch::{self, Recognised};
-use bootprof_format::{Form, Kind};
+use bootprof_format::{Form, Kind, GUARD_SECTION};
 use object::elf;
 use object::read::elf::{FileHeader, Rela, SectionHeader, SectionTable, Sym, SymbolTable};
 use object::read::SectionIndex;
@@ -49,6 +50,20 @@ pub struct SiteInfo {
     pub(crate) symbol_index: usize,
     /// The instruction bytes as compiled.
     pub(crate) orig: [u8; 8],
+    /// For a [`Form::Guard`]: where its enabled jump goes, from its record.
+    pub(crate) guard: Option<GuardTarget>,
+}
+
+/// The jump target of a guard, as its `.bootprof_guard` record gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GuardTarget {
+    /// The symbol the record's target relocation is against, and its addend.
+    pub symbol: usize,
+    pub addend: i64,
+    /// The section the target is in.
+    pub section: usize,
+    /// The record's other two relocations (target, probe symbol), neutralised with the site's.
+    pub relas: [(usize, usize); 2],
 }
 
 /// A relocation against a probe symbol that was left alone, and why.
@@ -210,7 +225,12 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
         }
         probes.push(symbol);
     }
-    if probes.is_empty() {
+    let has_guards = sections.iter().any(|s| {
+        sections
+            .section_name(LE, s)
+            .is_ok_and(|n| n == GUARD_SECTION.as_bytes())
+    });
+    if probes.is_empty() && !has_guards {
         return Ok(plan);
     }
 
@@ -224,6 +244,8 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
         symbol_index: usize,
     }
     let mut candidates: BTreeMap<usize, Vec<Candidate>> = BTreeMap::new();
+    let mut guard_relocs: Vec<GuardReloc> = Vec::new();
+    let mut guard_sizes: BTreeMap<usize, u64> = BTreeMap::new();
     for (index, section) in sections.enumerate() {
         let sh_type = section.sh_type(LE);
         if sh_type != elf::SHT_RELA && sh_type != elf::SHT_REL {
@@ -268,6 +290,34 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             .map_err(|e| malformed(loc(None, None), e))?
             .unwrap_or((&[], SectionIndex(0)));
         let target_size = target_section.sh_size(LE);
+        if sections
+            .section_name(LE, target_section)
+            .is_ok_and(|n| n == GUARD_SECTION.as_bytes())
+        {
+            // Every relocation of a guard section belongs to a record: read them all.
+            guard_sizes.insert(target, target_size);
+            for (j, rela) in relas.iter().enumerate() {
+                let sym = rela.r_sym(LE, false) as usize;
+                if sym >= symbols.len() {
+                    return Err(malformed(
+                        loc(Some(j as u64 * 24), None),
+                        format!(
+                            "relocation {j} has symbol index {sym}, out of range ({} symbols)",
+                            symbols.len()
+                        ),
+                    ));
+                }
+                guard_relocs.push(GuardReloc {
+                    section: target,
+                    rela: (index.0, j),
+                    r_offset: rela.r_offset(LE),
+                    r_type: rela.r_type(LE, false),
+                    sym,
+                    addend: rela.r_addend(LE),
+                });
+            }
+            continue;
+        }
         for (j, rela) in relas.iter().enumerate() {
             let sym = rela.r_sym(LE, false) as usize;
             let Some(&probe) = class.get(sym) else {
@@ -320,8 +370,26 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
         }
     }
 
+    // The guards' records, verified.
+    let probe_of = |i: usize| {
+        class
+            .get(i)
+            .filter(|&&c| c != u32::MAX)
+            .map(|&c| (probes[c as usize].kind, &probes[c as usize].name[..]))
+    };
+    let ctx = guard::Ctx {
+        file,
+        data,
+        sections: &sections,
+        symbols: &symbols,
+        probe: &probe_of,
+    };
+    let mut guard_sites = guard::guards(&ctx, guard_relocs, &guard_sizes)?;
+
     // Verify each candidate and place it in its function.
-    let mut funcs_by_section = functions_in(&symbols, &candidates);
+    let mut wanted: BTreeMap<usize, ()> = candidates.keys().map(|&k| (k, ())).collect();
+    wanted.extend(guard_sites.iter().map(|g| (g.section, ())));
+    let funcs_by_section = functions_in(&symbols, &wanted);
     for (&sec, cands) in &mut candidates {
         cands.sort_by_key(|c| c.r_offset);
         let section = sections
@@ -337,7 +405,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
                 e,
             )
         })?;
-        let funcs = funcs_by_section.remove(&sec).unwrap_or_default();
+        let funcs = funcs_by_section.get(&sec).map_or(&[][..], Vec::as_slice);
         // (candidate, start, form, decode-from)
         let mut verified: Vec<(&Candidate, usize, Form, usize)> = Vec::new();
         for c in cands.iter() {
@@ -351,7 +419,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             };
             match patch::recognise(text, r_offset, c.r_type, c.addend) {
                 Recognised::Site { start, form } => {
-                    let from = enclosing(&funcs, start as u64).map_or(0, |f| f.value as usize);
+                    let from = enclosing(funcs, start as u64).map_or(0, |f| f.value as usize);
                     verified.push((c, start, form, from));
                 }
                 Recognised::NotASite(why) => plan.not_sites.push(NotASite { at: where_(), why }),
@@ -394,7 +462,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
                     });
                     continue;
                 }
-                let func = enclosing(&funcs, start as u64);
+                let func = enclosing(funcs, start as u64);
                 let mut orig = [0u8; 8];
                 orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
                 // The displacement as compiled is zero (RELA); keep it so, whatever was there.
@@ -411,10 +479,41 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
                     rela: c.rela,
                     symbol_index: c.symbol_index,
                     orig,
+                    guard: None,
                 });
             }
             i = j;
         }
+    }
+    // Each guard's NOP must be an instruction of its function, as any site.
+    for g in &mut guard_sites {
+        let funcs = funcs_by_section
+            .get(&g.section)
+            .map_or(&[][..], Vec::as_slice);
+        let func = enclosing(funcs, g.offset);
+        let from = func.map_or(0, |f| f.value as usize);
+        let text = sections
+            .section(SectionIndex(g.section))
+            .and_then(|s| s.data(LE, data))
+            .map_err(|e| malformed(at(), e))?;
+        if !patch::on_boundaries(text, from, &[g.offset as usize])[0] {
+            return Err(malformed(
+                Location {
+                    section: Some(g.section_name.clone()),
+                    offset: Some(g.offset),
+                    symbol: Some(String::from_utf8_lossy(&g.symbol).into_owned()),
+                    ..at()
+                },
+                "a guard's NOP is not on an instruction boundary when decoded from the \
+                 function start",
+            ));
+        }
+        g.function = func.map(|f| f.name.to_vec()).unwrap_or_default();
+        g.func_offset = g.offset - func.map_or(0, |f| f.value);
+    }
+    if !guard_sites.is_empty() {
+        plan.sites.extend(guard_sites);
+        plan.sites.sort_by_key(|s| (s.section, s.offset));
     }
     if !plan.sites.is_empty() {
         plan.object = Some(Parsed {

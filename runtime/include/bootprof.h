@@ -9,6 +9,14 @@
  * table; the runtime can turn it back on while the program runs. Linked without bootprof-link,
  * the program needs the probe symbols defined elsewhere.
  *
+ * Guards (gcc, g++, and clang for C): the call and its argument set-up go out of line, behind a
+ * 5-byte NOP written by an `asm goto` and recorded in section .bootprof_guard. In line, a disabled
+ * probe is that NOP and nothing else: no argument moves, no registers saved for the call. Enabling
+ * the probe turns the NOP into a jump to the out-of-line call (and the call's own site on, as
+ * usual); an is-enabled test becomes a NOP whose enabled jump takes the "true" branch. Define
+ * BOOTPROF_CALL_SITES for plain calls in line instead (what clang++ always gets: it refuses an
+ * `asm goto` whose possible targets lie past a C++ initialisation).
+ *
  * Arguments are converted to `unsigned long` (pointers and integers; the runtime hands them to
  * handlers as the call's integer argument registers). Define BOOTPROF_NO_PROBES to compile every
  * probe out (the no-probe baseline).
@@ -125,6 +133,113 @@ void bootprof_print_points(int fd);                       /* the profile-point t
     extern void __bootprof_probe##n##_##provider##__##name(__VA_ARGS__)                          \
         __asm__(BOOTPROF__SYM(sdt, provider, name))
 
+/* BOOTPROF_GUARDS: 1 when probes compile to guards (each BOOTPROF_PROBE is then two sites in the
+ * table, its guard and its out-of-line call; each BOOTPROF_ENABLED one, its guard), else 0. */
+#if !defined(BOOTPROF_CALL_SITES) && defined(__GNUC__) &&                                          \
+    !(defined(__clang__) && defined(__cplusplus))
+#define BOOTPROF__GUARDS 1
+#define BOOTPROF_GUARDS 1
+#else
+#define BOOTPROF_GUARDS 0
+#endif
+
+#ifdef BOOTPROF__GUARDS
+/* One 5-byte NOP, and its record for bootprof-link: where it is, where its enabled jump goes, and
+ * which probe it belongs to (layout: bootprof_format::GUARD_SECTION). */
+#define BOOTPROF__GUARD(sym, label)                                                                \
+    __asm__ goto("1: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"                                       \
+                 ".pushsection .bootprof_guard, \"?\", @progbits\n\t"                              \
+                 ".balign 8\n\t"                                                                   \
+                 ".long 1b - ., %l[" #label "] - .\n\t"                                            \
+                 ".quad " sym "\n\t"                                                               \
+                 ".popsection"                                                                     \
+                 : : : : label)
+/* The out-of-line code behind a guard (reached only through the enabled guard's jump; it falls
+ * back in line). It calls the probe from an asm statement rather than as a C function: no
+ * declaration is needed (g++ drops the asm label of a block-scope declaration inside a template),
+ * and the compiler need not free any register for the call: the asm steps over the red zone, keeps
+ * the argument registers itself (the arguments go through the stack into rdi, rsi, ..., so any
+ * register may hold any of them), and the stub and the runtime's trampoline keep every other
+ * general register but r11 and align the stack. Vector and x87 registers are declared clobbered. */
+#define BOOTPROF__GUARDED(p, n, ...)                                                               \
+    __extension__({                                                                                \
+        __label__ bootprof__on;                                                                    \
+        BOOTPROF__GUARD(BOOTPROF__SYM(sdt, p, n), bootprof__on);                                   \
+        if (0) {                                                                                   \
+        bootprof__on:                                                                              \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
+        (void)0;                                                                                   \
+    })
+#ifdef __AVX512F__
+#define BOOTPROF__CLOBBERS_AVX512                                                                  \
+    , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25",    \
+        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "k4", "k5", "k6",  \
+        "k7"
+#else
+#define BOOTPROF__CLOBBERS_AVX512
+#endif
+#define BOOTPROF__CALL(p, n, load, ...)                                                            \
+    __asm__ volatile("lea -128(%%rsp), %%rsp\n\t"                                                  \
+                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\t"                                  \
+                     "push %%rcx\n\tpush %%r8\n\tpush %%r9\n\t" load                               \
+                     "call " BOOTPROF__SYM(sdt, p, n) "\n\t"                                       \
+                     "pop %%r9\n\tpop %%r8\n\tpop %%rcx\n\t"                                       \
+                     "pop %%rdx\n\tpop %%rsi\n\tpop %%rdi\n\t"                                     \
+                     "lea 128(%%rsp), %%rsp"                                                       \
+                     :                                                                             \
+                     : __VA_ARGS__                                                                 \
+                     : "r11", "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",      \
+                       "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",         \
+                       "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)",        \
+                       "st(6)", "st(7)", "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7"    \
+                       BOOTPROF__CLOBBERS_AVX512)
+#define BOOTPROF__PROBE_0(p, n) BOOTPROF__GUARDED(p, n, BOOTPROF__CALL(p, n, ""))
+#define BOOTPROF__PROBE_1(p, n, a)                                                                 \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %0\n\tpop %%rdi\n\t",                                   \
+                                     "r"(BOOTPROF__ARG(a))))
+#define BOOTPROF__PROBE_2(p, n, a, b)                                                              \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %1\n\tpush %0\n\tpop %%rdi\n\tpop %%rsi\n\t",           \
+                                     "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b))))
+#define BOOTPROF__PROBE_3(p, n, a, b, c)                                                           \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %2\n\tpush %1\n\tpush %0\n\tpop %%rdi\n\t"              \
+                                     "pop %%rsi\n\tpop %%rdx\n\t",                                 \
+                                     "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
+                                     "r"(BOOTPROF__ARG(c))))
+#define BOOTPROF__PROBE_4(p, n, a, b, c, d)                                                        \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %3\n\tpush %2\n\tpush %1\n\tpush %0\n\t"                \
+                                     "pop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\tpop %%rcx\n\t",       \
+                                     "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
+                                     "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d))))
+#define BOOTPROF__PROBE_5(p, n, a, b, c, d, e)                                                     \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %4\n\tpush %3\n\tpush %2\n\tpush %1\n\tpush %0\n\t"     \
+                                     "pop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\tpop %%rcx\n\t"        \
+                                     "pop %%r8\n\t",                                               \
+                                     "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
+                                     "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d)),                 \
+                                     "r"(BOOTPROF__ARG(e))))
+#define BOOTPROF__PROBE_6(p, n, a, b, c, d, e, f)                                                  \
+    BOOTPROF__GUARDED(p, n,                                                                        \
+                      BOOTPROF__CALL(p, n,                                                         \
+                                     "push %5\n\tpush %4\n\tpush %3\n\tpush %2\n\tpush %1\n\t"     \
+                                     "push %0\n\tpop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\t"          \
+                                     "pop %%rcx\n\tpop %%r8\n\tpop %%r9\n\t",                      \
+                                     "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
+                                     "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d)),                 \
+                                     "r"(BOOTPROF__ARG(e)), "r"(BOOTPROF__ARG(f))))
+
+#else /* plain calls in line */
+
 #define BOOTPROF__PROBE_0(p, n)                                                                   \
     do {                                                                                           \
         BOOTPROF__DECL(0, p, n, void);                                                             \
@@ -166,15 +281,34 @@ void bootprof_print_points(int fd);                       /* the profile-point t
                                      BOOTPROF__ARG(d), BOOTPROF__ARG(e), BOOTPROF__ARG(f));        \
     } while (0)
 
+#endif /* BOOTPROF__GUARDS */
+
 #define BOOTPROF_PROBE(provider, name, ...)                                                       \
     BOOTPROF__CAT(BOOTPROF__PROBE_, BOOTPROF__NARGS(__VA_ARGS__))(provider, name, ##__VA_ARGS__)
 
+#ifdef BOOTPROF__GUARDS
+/* No call at all: the guard's enabled jump lands on the "true" branch. (The flag is assigned, not
+ * initialised, so that no jump skips an initialisation.) */
+#define BOOTPROF_ENABLED(provider, name)                                                          \
+    __extension__({                                                                                \
+        __label__ bootprof__yes;                                                                   \
+        int bootprof__on;                                                                          \
+        BOOTPROF__GUARD(BOOTPROF__SYM(isenabled, provider, name), bootprof__yes);                  \
+        bootprof__on = 0;                                                                          \
+        if (0) {                                                                                   \
+        bootprof__yes:                                                                             \
+            bootprof__on = 1;                                                                      \
+        }                                                                                          \
+        __builtin_expect(bootprof__on, 0);                                                         \
+    })
+#else
 #define BOOTPROF_ENABLED(provider, name)                                                          \
     __extension__({                                                                                \
         extern int __bootprof_isenabled_##provider##__##name(void)                                \
             __asm__(BOOTPROF__SYM(isenabled, provider, name));                                     \
         __builtin_expect(__bootprof_isenabled_##provider##__##name(), 0);                          \
     })
+#endif
 
 #endif /* BOOTPROF_NO_PROBES */
 

@@ -109,13 +109,23 @@ impl SiteRec {
         self.form.is_tail()
     }
 
+    /// Whether the site is a guard: a NOP that, enabled, jumps to out-of-line code.
+    pub fn is_guard(&self) -> bool {
+        self.form == Form::Guard
+    }
+
     /// The bytes an enabled call-mode site holds: a call (or, for a tail site, a jump) to its
-    /// stub, padded with a one-byte NOP for six-byte sites.
+    /// stub, padded with a one-byte NOP for six-byte sites; for a guard, the jump to its
+    /// out-of-line code.
     fn call_bytes(&self) -> Option<[u8; 8]> {
         let rel = self.target as i64 - (self.addr as i64 + 5);
         let rel = i32::try_from(rel).ok()?;
         let mut b = [0u8; 8];
-        b[0] = if self.is_tail() { 0xe9 } else { 0xe8 };
+        b[0] = if self.is_tail() || self.is_guard() {
+            0xe9
+        } else {
+            0xe8
+        };
         b[1..5].copy_from_slice(&rel.to_le_bytes());
         if self.site_len() == 6 {
             b[5] = 0x90;
@@ -297,10 +307,14 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             Box::leak(format!("{provider}:{name}").into_boxed_str())
         };
         // The stub starts `lea rel32(%rip), %r11` (4c 8d 1d rel32): its name string is the id.
+        // (A guard's target is the program's own code, not a stub.)
         // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
         let stub_id = unsafe {
             let p = site.target as *const u8;
-            if site.target != 0 && std::slice::from_raw_parts(p, 3) == [0x4c, 0x8d, 0x1d] {
+            if site.target != 0
+                && site.form != Form::Guard
+                && std::slice::from_raw_parts(p, 3) == [0x4c, 0x8d, 0x1d]
+            {
                 let rel = i32::from_le_bytes(std::ptr::read_unaligned(p.add(3) as *const [u8; 4]));
                 (site.target as i64 + 7 + rel as i64) as u64
             } else {
@@ -386,8 +400,22 @@ fn publish(reg: &Registry) {
     INDEX.store(index, Ordering::Release);
 }
 
+/// The state `to` means for `site`: a guard is enabled by its jump whatever the mode (the mode
+/// is its out-of-line call site's).
+fn target_state(site: &SiteRec, to: u8) -> u8 {
+    if site.is_guard() && to != DISABLED {
+        CALL
+    } else {
+        to
+    }
+}
+
 /// Changes the state of every site matching `pattern` (and no `notrace` pattern) to `to`
 /// (`DISABLED`, `TRAP` or `CALL`), in one batch. Returns how many sites changed.
+///
+/// Guards are switched after the other sites when enabling and before them when disabling, so
+/// that a guard never jumps to an out-of-line call that is still (or already) a NOP, as far as
+/// one batch can tell.
 pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
     let pattern = Pattern::parse(pattern)?;
     let reg = lock();
@@ -397,13 +425,18 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
         .copied()
         .filter(|s| s.matches(&pattern))
         .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
-        .filter(|s| s.state() != to)
+        .filter(|s| s.state() != target_state(s, to))
         .collect();
     if chosen.is_empty() {
         return Ok(0);
     }
     if to != DISABLED {
         crate::trap::install();
+    }
+    let (guards, chosen): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
+        chosen.into_iter().partition(|s| s.is_guard());
+    if to == DISABLED {
+        switch_call(&guards, false)?;
     }
     // Leave the old mode first: trap sites back to NOP, call sites through the protocol.
     let from_trap: Vec<_> = chosen
@@ -423,7 +456,10 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
         CALL => switch_call(&chosen, true)?,
         _ => {}
     }
-    Ok(chosen.len())
+    if to != DISABLED {
+        switch_call(&guards, true)?;
+    }
+    Ok(chosen.len() + guards.len())
 }
 
 fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {

@@ -67,6 +67,16 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
         g[REG_RIP] = pc as i64;
         return;
     }
+    if site.is_guard() {
+        // A guard is never trapped on purpose: this is the int3 of the bridge that writes or
+        // takes away its jump. Run the jump (on its way in, or in place) or the NOP.
+        match site.state() {
+            ENABLING_CALL | CALL => g[REG_RIP] = site.target as i64,
+            DISABLING_CALL => g[REG_RIP] = (site.addr + site.site_len() as u64) as i64,
+            _ => chain(sig, info, ctx),
+        }
+        return;
+    }
     match site.state() {
         TRAP | ENABLING_CALL => {
             let args = [

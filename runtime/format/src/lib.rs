@@ -40,6 +40,17 @@ pub const ENTRY_SIZE: usize = 40;
 /// Longest instruction a site can be (and the size of [`RawSite::orig`]).
 pub const MAX_SITE_LEN: usize = 8;
 
+/// Name of the section the C header's guards are recorded in (`BOOTPROF_PROBE`,
+/// `BOOTPROF_ENABLED`): one [`GUARD_RECORD_SIZE`]-byte record per guard, `.long site - .`,
+/// `.long target - .`, `.quad probe_symbol`, all three relocated (`R_X86_64_PC32`, `R_X86_64_PC32`,
+/// `R_X86_64_64`). Not allocated: `bootprof-link` turns each record into a [`Form::Guard`] entry
+/// of the table and its relocations into `R_X86_64_NONE`; a plain link ignores it.
+pub const GUARD_SECTION: &str = ".bootprof_guard";
+/// Size of one record of [`GUARD_SECTION`].
+pub const GUARD_RECORD_SIZE: usize = 16;
+/// The 5-byte NOP a guard holds while disabled (`nopl 0x0(%rax,%rax,1)`).
+pub const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
 /// Symbol-name prefix of named probes: `__dtrace_sdt_<provider>__<name>`.
 pub const PROBE_PREFIX: &str = "__dtrace_sdt_";
 /// Symbol-name prefix of is-enabled tests: `__dtrace_isenabled_<provider>__<name>`.
@@ -67,7 +78,8 @@ pub struct Header {
 pub struct RawSite {
     /// Distance to the first byte of the site.
     pub site: i32,
-    /// Distance to the stub the site called (what call mode calls again).
+    /// Distance to the stub the site called (what call mode calls again); for a
+    /// [`Form::Guard`], to the out-of-line code the enabled guard jumps to.
     pub target: i32,
     /// Distance to the provider name (NUL-terminated), 0 for function hooks.
     pub provider: i32,
@@ -186,21 +198,31 @@ pub enum Form {
     CallGot = 3,
     /// `ff 25 rel32`: `jmp *sym@GOTPCREL(%rip)`, a tail call through the GOT (6 bytes).
     JmpGot = 4,
+    /// A guard: a 5-byte NOP in line (from an `asm goto` of the C header) that, enabled, becomes
+    /// `e9 rel32`, a jump to out-of-line code (the call to the probe with its arguments, or the
+    /// "enabled" branch of an is-enabled test). The call out of line is a site of its own.
+    Guard = 5,
 }
 
 impl Form {
     /// The form stored as `byte`, if any.
     pub fn from_u8(byte: u8) -> Option<Form> {
-        [Form::CallRel32, Form::JmpRel32, Form::CallGot, Form::JmpGot]
-            .into_iter()
-            .find(|f| *f as u8 == byte)
+        [
+            Form::CallRel32,
+            Form::JmpRel32,
+            Form::CallGot,
+            Form::JmpGot,
+            Form::Guard,
+        ]
+        .into_iter()
+        .find(|f| *f as u8 == byte)
     }
 
     /// Length of the instruction in bytes.
     #[allow(clippy::len_without_is_empty)] // an instruction is never empty
     pub fn len(self) -> usize {
         match self {
-            Form::CallRel32 | Form::JmpRel32 => 5,
+            Form::CallRel32 | Form::JmpRel32 | Form::Guard => 5,
             Form::CallGot | Form::JmpGot => 6,
         }
     }
@@ -217,6 +239,7 @@ impl Form {
             Form::JmpRel32 => "jmp",
             Form::CallGot => "call-got",
             Form::JmpGot => "jmp-got",
+            Form::Guard => "guard",
         }
     }
 }
@@ -233,11 +256,13 @@ impl Form {
 /// | is-enabled `ff 15` call | `33 c0` + `0f 1f 40 00` |
 /// | is-enabled `e9` tail jmp | `33 c0` + `c3` + `66 90` (xchg %ax,%ax) |
 /// | is-enabled `ff 25` tail jmp | `33 c0` + `c3` + `0f 1f 00` |
+/// | guard (either kind) | `0f 1f 44 00 00`, as compiled |
 ///
 /// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
 pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
     let mut out = [0u8; MAX_SITE_LEN];
     let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
+        (_, Form::Guard) => &NOP5,
         (false, Form::CallRel32) => &[0x0f, 0x1f, 0x44, 0x00, 0x00],
         (false, Form::CallGot) => &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
         (false, Form::JmpRel32) => &[0xc3, 0x0f, 0x1f, 0x40, 0x00],
