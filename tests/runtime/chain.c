@@ -9,7 +9,7 @@ static volatile int prev_ran;
 static void prev(int s) { (void)s; prev_ran++; }
 int main(int argc, char **argv) {
     if (argc > 1) signal(SIGTRAP, prev);
-    CHECK(bootprof_enable("chain:*") == 1, "%s", bootprof_last_error());
+    CHECK(bootprof_enable("chain:*") == PER_PROBE, "%s", bootprof_last_error());
     BOOTPROF_PROBE(chain, p, 1);
     CHECK(bootprof_hits("chain:p") == 1, "our trap");
     CHECK(bootprof_check() == 1, "check before");

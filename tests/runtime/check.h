@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Table entries per BOOTPROF_PROBE: its guard and its call, or the call alone (BOOTPROF_GUARDS comes
+ * from bootprof.h, included after this file). */
+#define PER_PROBE (1 + BOOTPROF_GUARDS)
+
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \

@@ -16,7 +16,7 @@ static void *thread_main(void *a) { (void)a; where(42); return NULL; }
 int main(int argc, char **argv) {
     int mode = argc > 1 && argv[1][0] == 'c' ? BOOTPROF_MODE_CALL : BOOTPROF_MODE_TRAP;
     CHECK(bootprof_add_handler("ctx:*", count, NULL) >= 0, "%s", bootprof_last_error());
-    CHECK(bootprof_enable_mode("ctx:where", mode) == 1, "%s", bootprof_last_error());
+    CHECK(bootprof_enable_mode("ctx:where", mode) == PER_PROBE, "%s", bootprof_last_error());
     signal(SIGUSR1, on_usr1);
     raise(SIGUSR1);
     CHECK(atomic_load(&hits) == 1, "signal handler: %ld", atomic_load(&hits));

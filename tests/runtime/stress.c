@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
         for (int enabled = 1; enabled >= 0; enabled--) {
             long before = atomic_load(&hits_a);
             atomic_store(&done_workers, 0);
-            if (enabled) CHECK(bootprof_enable_mode("st:a", mode) == 1, "enable st:a");
+            if (enabled) CHECK(bootprof_enable_mode("st:a", mode) == PER_PROBE, "enable st:a");
             atomic_fetch_add(&epoch, 1);
             while (atomic_load(&done_workers) < WORKERS) {
                 /* meanwhile, chaos on st:b */
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
             long got = atomic_load(&hits_a) - before;
             long want = enabled ? (long)WORKERS * ITER : 0;
             CHECK(got == want, "epoch %ld mode %d enabled %d: %ld hits, want %ld", epochs, mode, enabled, got, want);
-            if (enabled) CHECK(bootprof_disable("st:a") == 1, "disable st:a");
+            if (enabled) CHECK(bootprof_disable("st:a") == PER_PROBE, "disable st:a");
         }
         epochs++;
     }
