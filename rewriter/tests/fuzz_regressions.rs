@@ -73,3 +73,71 @@ fn rewrite_object_returns_on_every_fuzz_input() {
     );
     eprintln!("fuzz_regressions: {} inputs, none panicked", inputs.len());
 }
+
+/// The guards of `bootprof.h` (`tests/sources/header-guards`, compiled here at -O0 and -O2, with
+/// and without -ffunction-sections): rewriting finds the guards and their out-of-line calls, and a
+/// rewritten object is left as it is when rewritten again (its guard records' relocations are
+/// `R_X86_64_NONE`, its calls NOPs).
+#[test]
+fn guard_objects_rewrite_once() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let src = root.join("tests/sources/header-guards/main.c");
+    let dir = std::env::temp_dir().join(format!("bootprof-guard-idem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for flags in [&["-O0"][..], &["-O2"], &["-O2", "-ffunction-sections"]] {
+        let obj = dir.join("main.o");
+        let st = std::process::Command::new("cc")
+            .args(flags)
+            .arg("-c")
+            .arg("-I")
+            .arg(root.join("runtime/include"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .status();
+        let Ok(st) = st else {
+            eprintln!("skipped: cc not found");
+            return;
+        };
+        assert!(st.success(), "cc {flags:?} {}", src.display());
+        let data = std::fs::read(&obj).unwrap();
+        let first = bootprof_rewriter::rewrite_object(&data, "main.o").unwrap();
+        let guards = first
+            .sites
+            .iter()
+            .filter(|s| s.form == bootprof_format::Form::Guard)
+            .count();
+        // Every probe's guard has its call out of line, and every call its guard (inlining and
+        // unrolling may copy both).
+        let names = |form_is_guard: bool, kind: bootprof_format::Kind| {
+            let mut v: Vec<&[u8]> = first
+                .sites
+                .iter()
+                .filter(|s| (s.form == bootprof_format::Form::Guard) == form_is_guard)
+                .filter(|s| s.kind == kind)
+                .map(|s| &s.symbol[..])
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let probe = bootprof_format::Kind::Probe;
+        assert_eq!(names(true, probe), names(false, probe), "{flags:?}");
+        // main.c has 11 probe names and 2 is-enabled tests, all in guards.
+        assert_eq!(
+            names(true, probe).len(),
+            11,
+            "{flags:?}: {:#?}",
+            first.sites
+        );
+        let isenabled = names(true, bootprof_format::Kind::IsEnabled);
+        assert_eq!(isenabled.len(), 2, "{flags:?}");
+        assert!(guards >= 13, "{flags:?}: {guards} guards");
+        let again = bootprof_rewriter::rewrite_object(&first.bytes.unwrap(), "main.o").unwrap();
+        assert!(
+            again.bytes.is_none() && again.sites.is_empty(),
+            "{flags:?}: rewritten twice"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

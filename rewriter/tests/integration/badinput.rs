@@ -255,3 +255,110 @@ fn output_path_that_cannot_be_written() {
     let o = run(cmd(link_bin(), ["cc", "-o", "/nonexistent-dir/app"]).arg(&s.good));
     s.check_failed(&o, &["/nonexistent-dir"]);
 }
+
+/// A hand-written object holding one guard of `bootprof.h`'s shape (a 5-byte NOP at `1:`, its
+/// out-of-line call at `2:`) and, in `.bootprof_guard`, the record `record` (assembler lines).
+fn guard_object(s: &Setup, name: &str, record: &str) -> PathBuf {
+    let src = s.t.join(format!("{name}.s"));
+    write(
+        &src,
+        format!(
+            ".text\n.globl main\n.type main,@function\nmain:\n\
+             1: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\
+             3: xor %eax, %eax\n   ret\n\
+             2: call __dtrace_sdt_guard__site\n   jmp 3b\n\
+             .size main, .-main\n\
+             .data\ndatum: .quad 0\n\
+             .section .bootprof_guard,\"\",@progbits\n.balign 8\n{record}\n\
+             .section .note.GNU-stack,\"\",@progbits\n"
+        ),
+    );
+    let obj = s.t.join(format!("{name}.o"));
+    run(cmd(
+        "cc",
+        [
+            "-c".as_ref(),
+            src.as_os_str(),
+            "-o".as_ref(),
+            obj.as_os_str(),
+        ],
+    ))
+    .ok();
+    obj
+}
+
+#[test]
+fn guard_records_that_are_wrong() {
+    require!("cc");
+    let s = Setup::new("bad-guard");
+    // The good record links and runs (the guard stays a NOP, the call behind it too).
+    let good = guard_object(
+        &s,
+        "good",
+        ".long 1b - ., 2b - .\n.quad __dtrace_sdt_guard__site",
+    );
+    let ok_out = s.t.join("ok-app");
+    run(cmd(
+        link_bin(),
+        [
+            "cc".as_ref(),
+            "-o".as_ref(),
+            ok_out.as_os_str(),
+            good.as_os_str(),
+        ],
+    ))
+    .ok();
+    assert_eq!(run(cmd(&ok_out, [""; 0])).code, Some(0));
+
+    // (record, what stderr must name besides the file and the section)
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "notnop",
+            ".long 3b - ., 2b - .\n.quad __dtrace_sdt_guard__site",
+            &[
+                "is not the 5-byte NOP",
+                "`.text`",
+                "0x5",
+                "__dtrace_sdt_guard__site",
+            ],
+        ),
+        (
+            "incomplete",
+            ".long 1b - ., 0\n.quad __dtrace_sdt_guard__site",
+            &["`.bootprof_guard` offset 0x0", "incomplete guard record"],
+        ),
+        (
+            "notprobe",
+            ".long 1b - ., 2b - .\n.quad main",
+            &["`.bootprof_guard` offset 0x8", "not a probe symbol"],
+        ),
+        (
+            "target-in-data",
+            ".long 1b - ., datum - .\n.quad __dtrace_sdt_guard__site",
+            &[
+                "`.bootprof_guard` offset 0x4",
+                "not code",
+                "__dtrace_sdt_guard__site",
+            ],
+        ),
+        (
+            "odd-size",
+            ".long 1b - ., 2b - .\n.quad __dtrace_sdt_guard__site\n.byte 0",
+            &[
+                "`.bootprof_guard` offset 0x10",
+                "not a whole number of 16-byte records",
+            ],
+        ),
+    ];
+    for (name, record, names) in cases {
+        let obj = guard_object(&s, name, record);
+        let o = s.link(&[&obj]);
+        let file = format!("{name}.o");
+        let mut all = vec![file.as_str(), ".bootprof_guard"];
+        if name == "notnop" {
+            all.pop();
+        }
+        all.extend_from_slice(names);
+        s.check_failed(&o, &all);
+    }
+}

@@ -129,6 +129,9 @@ pub const CASES: &[&str] = &[
     "gc-sections",
     "no-plt",
     "clang-probes",
+    "header-guards",
+    "header-guards-cxx",
+    "header-guards-clang",
 ];
 
 /// Directories of `tests/sources` that are not corpus cases (each has its own test module).
@@ -174,4 +177,7 @@ corpus_tests! {
     gc_sections => "gc-sections",
     no_plt => "no-plt",
     clang_probes => "clang-probes",
+    header_guards => "header-guards",
+    header_guards_cxx => "header-guards-cxx",
+    header_guards_clang => "header-guards-clang",
 }

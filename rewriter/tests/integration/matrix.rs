@@ -109,6 +109,8 @@ fn compile_one(case: &Case, dir: &Path, src: &str, flags: &[&str]) -> PathBuf {
         .args(&case.compile)
         .arg("-I")
         .arg(&case.dir)
+        .arg("-I")
+        .arg(crate::util::repo_root().join("runtime/include"))
         .arg(case.dir.join(src))
         .arg("-o")
         .arg(&object);

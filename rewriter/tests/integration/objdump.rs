@@ -4,11 +4,13 @@
 //!
 //! A site is a `call`/`jmp` instruction (`e8`, `e9`, `ff 15`, `ff 25`) whose relocation
 //! (`R_X86_64_PLT32`/`PC32` for the first two, `GOTPCREL`/`GOTPCRELX`/`REX_GOTPCRELX` for the
-//! others, addend -4, covering the instruction's last four bytes) targets a probe or hook symbol.
+//! others, addend -4, covering the instruction's last four bytes) targets a probe or hook symbol;
+//! or a guard of `bootprof.h`: a record of section `.bootprof_guard` (16 bytes: site, target,
+//! probe symbol), read from `readelf -rW`, whose site objdump shows as a 5-byte `nopl`.
 
 use crate::elf::Elf;
 use crate::util::{classify, cmd, run};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A call site found in an input object.
@@ -56,6 +58,10 @@ pub fn sites_in_object(object: &Path) -> Vec<Expected> {
     let mut sites = Vec::new();
     let mut section = String::new();
     let (mut function, mut function_addr) = (String::new(), 0u64);
+    // Per section: the functions objdump names (start, name) and the instructions (address,
+    // bytes), for the guards.
+    let mut starts: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    let mut insns: BTreeMap<(String, u64), Vec<u8>> = BTreeMap::new();
     // The last instruction: address and first bytes (continuation lines carry no mnemonic).
     let mut last: Option<(u64, Vec<u8>)> = None;
     for line in out.stdout.lines() {
@@ -69,6 +75,10 @@ pub fn sites_in_object(object: &Path) -> Vec<Expected> {
                 if let Some(addr) = hex(addr) {
                     function = name.to_string();
                     function_addr = addr;
+                    starts
+                        .entry(section.clone())
+                        .or_default()
+                        .push((addr, function.clone()));
                     last = None;
                     continue;
                 }
@@ -124,13 +134,101 @@ pub fn sites_in_object(object: &Path) -> Vec<Expected> {
         else {
             continue;
         };
-        let bytes = bytes
+        let bytes: Vec<u8> = bytes
             .split_whitespace()
             .filter_map(|b| u8::from_str_radix(b, 16).ok())
             .collect();
+        insns.insert((section.clone(), addr), bytes.clone());
         last = Some((addr, bytes));
     }
+    sites.extend(guards_in_object(object, &starts, &insns));
     sites
+}
+
+/// The guards of one object: `readelf -rW` of its `.rela.bootprof_guard`, each record's site
+/// (`section + offset` at record offset 0) checked to be a 5-byte `nopl` instruction in
+/// `objdump -d`'s view, and placed in the function objdump names there.
+fn guards_in_object(
+    object: &Path,
+    starts: &BTreeMap<String, Vec<(u64, String)>>,
+    insns: &BTreeMap<(String, u64), Vec<u8>>,
+) -> Vec<Expected> {
+    let out = run(&mut cmd("readelf", ["-rW".as_ref(), object.as_os_str()])).ok();
+    // (guard section, record offset) -> (site section, site offset), and the probe symbol; an
+    // object has one guard section per COMDAT group with guards, and one outside groups.
+    let mut place: BTreeMap<(usize, u64), (String, u64)> = BTreeMap::new();
+    let mut symbol: BTreeMap<(usize, u64), String> = BTreeMap::new();
+    let (mut inside, mut nth) = (false, 0);
+    for line in out.stdout.lines() {
+        if line.starts_with("Relocation section ") {
+            inside = line.contains("'.rela.bootprof_guard'");
+            nth += 1;
+            continue;
+        }
+        // `0000000000000000  0000000200000002 R_X86_64_PC32  0000000000000000 .text + 50`
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !inside || f.len() < 5 || hex(f[0]).is_none() {
+            continue;
+        }
+        let r_offset = hex(f[0]).unwrap();
+        let record = (nth, r_offset - r_offset % 16);
+        let addend = match f.get(5..7) {
+            Some(["+", a]) => hex(a).unwrap_or(0) as i64,
+            Some(["-", a]) => -(hex(a).unwrap_or(0) as i64),
+            _ => 0,
+        };
+        match (r_offset % 16, f[2]) {
+            (0, "R_X86_64_PC32") => {
+                assert_eq!(
+                    hex(f[3]),
+                    Some(0),
+                    "{}: a guard's site relative to a symbol other than its section: {line}",
+                    object.display()
+                );
+                place.insert(record, (f[4].to_string(), addend as u64));
+            }
+            (8, "R_X86_64_64") => {
+                symbol.insert(record, f[4].to_string());
+            }
+            _ => {}
+        }
+    }
+    let mut guards = Vec::new();
+    for (record, (section, offset)) in place {
+        let sym = symbol.get(&record).unwrap_or_else(|| {
+            panic!(
+                "{}: guard record {record:?} names no probe",
+                object.display()
+            )
+        });
+        let (kind, _, _) = classify(sym)
+            .unwrap_or_else(|| panic!("{}: guard record names {sym}", object.display()));
+        assert_eq!(
+            insns.get(&(section.clone(), offset)).map(Vec::as_slice),
+            Some(&[0x0f, 0x1f, 0x44, 0x00, 0x00][..]),
+            "{}: the guard at {section}+{offset:#x} is not a 5-byte nopl in objdump's view",
+            object.display()
+        );
+        let (start, function) = starts
+            .get(&section)
+            .and_then(|f| f.iter().rev().find(|(a, _)| *a <= offset))
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no function holds {section}+{offset:#x}",
+                    object.display()
+                )
+            });
+        guards.push(Expected {
+            kind,
+            form: "guard",
+            function,
+            func_offset: offset - start,
+            section,
+            symbol: sym.clone(),
+        });
+    }
+    guards
 }
 
 /// The call sites of several objects that are linked together. A site in a section of a COMDAT
