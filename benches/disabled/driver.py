@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The measuring half of benches/disabled/run (the script builds the variants, in every layout).
 
-Checks the binaries (every bootprof site holds its 5-byte NOP; nop5x1 differs from bootprof only
+Checks the binaries (every bootprof site holds its 5-byte NOP; nop5x1 differs from bootprof_call only
 at the sites and holds five 1-byte NOPs there; the hot loops contain what each variant claims; the
 usdt notes carry the semaphore; the layouts are what they claim), counts instructions per
 iteration with callgrind, times the variants in interleaved rounds with rdtsc, and prints one
@@ -31,7 +31,8 @@ pin = opt.pin.split()
 LAYOUTS = [int(x) for x in opt.layouts.split()]
 L0 = f"L{LAYOUTS[0]}"
 
-VARIANTS = ["baseline", "bootprof", "nop5x1", "if_fp", "usdt", "call_empty", "asm_nop"]
+VARIANTS = ["baseline", "bootprof", "bootprof_call", "nop5x1", "if_fp", "usdt", "call_empty",
+            "asm_nop"]
 WORKLOADS = ["throughput", "latency", "lock", "leaf"]
 # The function holding each workload's probe site (leaf: the called function; the loop calling it
 # is work_leaf).
@@ -60,41 +61,59 @@ def insns_at(prog, addr, length):
     return [l.split("\t", 1)[1].strip() for l in d.splitlines() if re.match(r"^\s+[0-9a-f]+:\t", l)]
 
 
-# ---- bootprof's site table, and nop5x1 made from it (in every layout) --------------------------
+# ---- bootprof's site tables, and nop5x1 made from bootprof_call's (in every layout) -------------
 nsites = len(FUNCS)
 ndiff = 0
-for lay in LAYOUTS:
-    d = f"L{lay}"
-    listing = json.loads(sh([opt.bin + "/bootprof", "list", "--json", f"{d}/bootprof"],
-                            check=False).stdout or "{}")
+
+
+def listed(prog, forms):
+    """The sites `bootprof list --json` shows, checked: each form of `forms` once per workload
+    function (a guard there; its call there too, or in the function's .cold part), every one a
+    bench:site probe holding its 5-byte NOP in the file."""
+    listing = json.loads(sh([opt.bin + "/bootprof", "list", "--json", prog], check=False).stdout
+                         or "{}")
     sites = listing.get("sites", [])
-    if listing.get("count") != nsites or len(sites) != nsites or listing.get("nop_ok") != nsites:
-        fail(f"{d}/bootprof: bootprof list shows count={listing.get('count')} "
-             f"nop_ok={listing.get('nop_ok')}, expected {nsites} sites, all NOPs")
-    if sorted(s.get("function") or "" for s in sites) != sorted(FUNCS.values()):
-        fail(f"{d}/bootprof: sites in {[s.get('function') for s in sites]}, expected one in each "
-             f"of {sorted(FUNCS.values())}")
-    image = bytearray(open(f"{d}/bootprof", "rb").read())
+    n = nsites * len(forms)
+    if listing.get("count") != n or len(sites) != n or listing.get("nop_ok") != n:
+        fail(f"{prog}: bootprof list shows count={listing.get('count')} "
+             f"nop_ok={listing.get('nop_ok')}, expected {n} sites, all NOPs")
+    image = open(prog, "rb").read()
+    for form in forms:
+        mine = [s for s in sites if s.get("form") == form]
+        where = sorted((s.get("function") or "").removesuffix(".cold") for s in mine)
+        if where != sorted(FUNCS.values()):
+            fail(f"{prog}: {form} sites in {where}, expected one in each of "
+                 f"{sorted(FUNCS.values())}")
     for s in sites:
         off = s["file_offset"]
         if not (s.get("nop") and s.get("len") == 5 and s.get("kind") == "probe"
                 and (s.get("provider"), s.get("name")) == ("bench", "site")):
-            fail(f"{d}/bootprof: unexpected site {s}")
-        if bytes(image[off:off + 5]) != NOP5:
-            fail(f"{d}/bootprof: {s['function']} site at file offset {off:#x} holds "
+            fail(f"{prog}: unexpected site {s}")
+        if image[off:off + 5] != NOP5:
+            fail(f"{prog}: {s['function']} site at file offset {off:#x} holds "
                  f"{image[off:off + 5].hex(' ')}, not 0f 1f 44 00 00")
+    return sites
+
+
+for lay in LAYOUTS:
+    d = f"L{lay}"
+    listed(f"{d}/bootprof", ["guard", "call"])
+    sites = listed(f"{d}/bootprof_call", ["call"])
+    image = bytearray(open(f"{d}/bootprof_call", "rb").read())
+    for s in sites:
+        off = s["file_offset"]
         image[off:off + 5] = b"\x90" * 5
     open(f"{d}/nop5x1", "wb").write(image)
     os.chmod(f"{d}/nop5x1", 0o755)
-    a, b = open(f"{d}/bootprof", "rb").read(), open(f"{d}/nop5x1", "rb").read()
+    a, b = open(f"{d}/bootprof_call", "rb").read(), open(f"{d}/nop5x1", "rb").read()
     ndiff = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
     if ndiff != 5 * nsites:
-        fail(f"{d}/nop5x1 differs from bootprof in {ndiff} bytes, expected {5 * nsites}")
+        fail(f"{d}/nop5x1 differs from bootprof_call in {ndiff} bytes, expected {5 * nsites}")
     for s in sites:
-        got5 = insns_at(f"{d}/bootprof", s["address"], 5)
+        got5 = insns_at(f"{d}/bootprof_call", s["address"], 5)
         got1 = insns_at(f"{d}/nop5x1", s["address"], 5)
         if len(got5) != 1 or not got5[0].startswith("nopl"):
-            fail(f"objdump {d}/bootprof at {s['address']:#x}: {got5}, expected one nopl")
+            fail(f"objdump {d}/bootprof_call at {s['address']:#x}: {got5}, expected one nopl")
         if got1 != ["nop"] * 5:
             fail(f"objdump {d}/nop5x1 at {s['address']:#x}: {got1}, expected five nop")
 
@@ -137,7 +156,8 @@ def hot_loop(insns):
     return [(a, t) for a, t in insns if best[0] <= a <= best[1]]
 
 
-PROBE_RE = {"bootprof": r"^nopl\s+0x0\(%rax,%rax,1\)$", "if_fp": r"<probe_fp>",
+PROBE_RE = {"bootprof": r"^nopl\s+0x0\(%rax,%rax,1\)$",
+            "bootprof_call": r"^nopl\s+0x0\(%rax,%rax,1\)$", "if_fp": r"<probe_fp>",
             "usdt": r"<bench_site_semaphore>", "call_empty": r"^call.*<empty_hook>",
             "asm_nop": r"^nopl\s+0x0\(%rax,%rax,1\)$"}
 offsets = {}  # (layout, variant) -> work_throughput's offset in its 64-byte line
@@ -232,12 +252,14 @@ for (v, w), x in ipi.items():
     if abs(x - round(x)) > 0.02:
         fail(f"callgrind {v} {w}: {x:.3f} instructions per iteration, not a whole number")
 for w in WORKLOADS:
-    if round(ipi[("nop5x1", w)] - ipi[("bootprof", w)]) != 4:
-        fail(f"callgrind {w}: nop5x1 - bootprof = {ipi[('nop5x1', w)] - ipi[('bootprof', w)]:.2f} "
-             f"instructions per iteration; one site per iteration must make it exactly 4")
-    if round(ipi[("bootprof", w)] - ipi[("baseline", w)]) < 1:
-        fail(f"callgrind {w}: bootprof - baseline = "
-             f"{ipi[('bootprof', w)] - ipi[('baseline', w)]:.2f} < 1: the site is not executed?")
+    nop_vs_call = ipi[("nop5x1", w)] - ipi[("bootprof_call", w)]
+    if round(nop_vs_call) != 4:
+        fail(f"callgrind {w}: nop5x1 - bootprof_call = {nop_vs_call:.2f} instructions per "
+             f"iteration; one site per iteration must make it exactly 4")
+    for v in ("bootprof", "bootprof_call"):
+        if round(ipi[(v, w)] - ipi[("baseline", w)]) < 1:
+            fail(f"callgrind {w}: {v} - baseline = "
+                 f"{ipi[(v, w)] - ipi[('baseline', w)]:.2f} < 1: the site is not executed?")
     if round(ipi[("asm_nop", w)] - ipi[("baseline", w)]) < 1:
         fail(f"callgrind {w}: asm_nop - baseline < 1: the NOP is not executed?")
 startup = {v: counts[(v, "lock", n1)] - ipi[(v, "lock")] * n1 for v in VARIANTS}
@@ -368,7 +390,7 @@ L.append("Per-site cost: the median over rounds of (variant - baseline of the sa
          "each run's fastest chunk instead of its median chunk. Noise floor of a workload: the "
          "larger end (in absolute value) of the confidence interval of the baseline's 2nd run. "
          f"instr/iter: callgrind, (count at {n2} - count at {n1} iterations) / {n2 - n1}; "
-         "valgrind counts each NOP as one instruction. nop5x1 is the bootprof binary with each "
+         "valgrind counts each NOP as one instruction. nop5x1 is the bootprof_call binary with each "
          "site's 5 bytes overwritten by 90 90 90 90 90, byte-identical otherwise "
          f"({ndiff} bytes differ, checked): its code layout is bootprof's. Site fn bytes: the "
          "function holding the site (nm -S; work_* or leaf_mix). Whole .text: " +
@@ -402,23 +424,32 @@ for w in ("latency", "lock"):
              f"ticks): {verdict(ok)}" +
              ("" if ok or c > 0 else " (bootprof measured FASTER than the baseline)"))
 G.append(f"- leaf (no goal set): per-call cost bootprof {cost('bootprof', 'leaf'):+.2f} ticks, "
+         f"bootprof_call {cost('bootprof_call', 'leaf'):+.2f}, "
          f"if_fp {cost('if_fp', 'leaf'):+.2f}, usdt {cost('usdt', 'leaf'):+.2f}, call_empty "
          f"{cost('call_empty', 'leaf'):+.2f}, asm_nop {cost('asm_nop', 'leaf'):+.2f}")
 extra = {w: ipi[("bootprof", w)] - ipi[("baseline", w)] for w in WORKLOADS}
+extra_call = {w: ipi[("bootprof_call", w)] - ipi[("baseline", w)] for w in WORKLOADS}
 G.append("- instructions: bootprof <= baseline + 1 per site (the NOP alone): " +
          verdict(all(round(x) <= 1 for x in extra.values())) + " (" +
          ", ".join(f"{w} {x:+.0f}" for w, x in extra.items()) +
-         "; the NOP is one of them, the rest is the call's argument set-up and register "
-         "save/restore, which stay in the code; asm_nop: " +
+         "; the guard's NOP is one of them, anything more is code the compiler moved for the "
+         "out-of-line call; bootprof_call, the call in line: " +
+         ", ".join(f"{w} {x:+.0f}" for w, x in extra_call.items()) +
+         ", its argument set-up and register copies stay in line; asm_nop: " +
          ", ".join(f"{w} {ipi[('asm_nop', w)] - ipi[('baseline', w)]:+.0f}" for w in WORKLOADS) +
-         "); nop5x1 - bootprof = " +
-         ", ".join(f"{ipi[('nop5x1', w)] - ipi[('bootprof', w)]:+.0f}" for w in WORKLOADS) +
+         "); nop5x1 - bootprof_call = " +
+         ", ".join(f"{ipi[('nop5x1', w)] - ipi[('bootprof_call', w)]:+.0f}" for w in WORKLOADS) +
          " (must be +4: checked)")
-bsz = sum(size["bootprof"][1].values())
-fsz = sum(size["if_fp"][1].values())
-G.append(f"- size: bootprof's site functions ({bsz} bytes) no larger than if_fp's ({fsz}): "
-         f"{verdict(bsz <= fsz)} (baseline {sum(size['baseline'][1].values())}, usdt "
-         f"{sum(size['usdt'][1].values())}, call_empty {sum(size['call_empty'][1].values())})")
+
+
+def fn_bytes(v):
+    return sum(size[v][1].values())
+
+
+bsz, csz, fsz = fn_bytes("bootprof"), fn_bytes("bootprof_call"), fn_bytes("if_fp")
+G.append(f"- size: bootprof's site functions ({bsz} bytes, out-of-line calls included) no larger "
+         f"than if_fp's ({fsz}): {verdict(bsz <= fsz)} (bootprof_call {csz}, baseline "
+         f"{fn_bytes('baseline')}, usdt {fn_bytes('usdt')}, call_empty {fn_bytes('call_empty')})")
 for w in WORKLOADS:
     G.append(f"  - {w}: noise floor {stat[('bootprof', w)]['floor']:.2f} ticks; costs: " +
              ", ".join(f"{v} {cost(v, w):+.2f}" for v in ORDER[1:]))
@@ -429,6 +460,13 @@ if quick:
     L.append("(--quick: the timing figures come from tiny runs and mean nothing; only the checks count.)")
 table = "\n".join(L) + "\n"
 open("table.md", "w").write(table)
+# The same figures for benches/run's summary.
+json.dump(dict(quick=bool(quick), rounds=rounds, workloads={
+    w: {v: dict(ticks=stat[(v, w)]["med"], cost=stat[(v, w)]["delta"],
+                ci=[stat[(v, w)]["dlo"], stat[(v, w)]["dhi"]],
+                instr=ipi[("baseline" if v == "baseline2" else v, w)])
+        for v in ORDER} for w in WORKLOADS},
+    goals=[g for g in G if not g.startswith("  ")]), open("results.json", "w"), indent=1)
 print(table)
 if problems:
     print(f"{len(problems)} problem(s): see BROKEN above", file=sys.stderr)

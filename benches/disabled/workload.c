@@ -5,7 +5,9 @@
  * time:
  *
  *   -DV_BASELINE -DBOOTPROF_NO_PROBES  no probe at all (the macro compiled out)
- *   -DV_BOOTPROF                       BOOTPROF_PROBE(bench, site, i), linked by bootprof-link
+ *   -DV_BOOTPROF                       BOOTPROF_PROBE(bench, site, i), linked by bootprof-link:
+ *                                      a guard (5-byte NOP) in line, the call out of line
+ *   -DV_BOOTPROF -DBOOTPROF_CALL_SITES the same probe as a call in line, made a 5-byte NOP
  *                                      (one 5-byte NOP per site; run's nop5x1 variant is a copy of
  *                                      this binary with each site's bytes made 90 90 90 90 90)
  *   -DV_IF_FP                          if (probe_fp != NULL) probe_fp(i); probe_fp is a plain
