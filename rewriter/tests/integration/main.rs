@@ -8,15 +8,18 @@
 //! | [`corpus`] | the C/C++ cases of `tests/sources/<case>/` and their directives, one test each |
 //! | [`matrix`] | one case across -O0/-O2 x ld.bfd/lld x PIE/-no-pie/-static, every check |
 //! | [`cli`] | invocation forms, response files, pass-through, failing links, `bootprof list` |
+//! | [`benches`] | `benches/run --quick`: every benchmark suite builds and passes its checks |
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
+//! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF and JSON reading, helpers |
 //!
 //! Set `BOOTPROF_TEST_KEEP=1` to keep the temporary directories.
 
 mod badinput;
+mod benches;
 mod boot;
 mod cli;
 mod cmake;
@@ -26,6 +29,7 @@ mod json;
 mod linker_scripts;
 mod matrix;
 mod objdump;
+mod realworld;
 mod report;
 mod rust;
 mod util;
