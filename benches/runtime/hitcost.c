@@ -6,7 +6,8 @@
  * Each round runs every variant once, back to back (interleaved, so drift on a shared machine hits
  * all alike); each figure is the median over ROUNDS rounds, in TSC ticks per iteration of N
  * iterations, loop overhead included (the "disabled" row shows it).
- *   hitcost [N]     prints one table. */
+ *   hitcost [N]     prints one table. Built twice by benches/runtime/run: with bootprof.h's guards
+ *   (an enabled hit jumps to the out-of-line call first) and with BOOTPROF_CALL_SITES. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 200000;
     long fast = n * 50;
     /* bootprof's SIGTRAP handler is installed by the first enable; keep it to swap back. */
-    if (bootprof_enable("bench:hit") != 1) { fprintf(stderr, "%s\n", bootprof_last_error()); return 1; }
+    if (bootprof_enable("bench:hit") != 1 + BOOTPROF_GUARDS) { fprintf(stderr, "enable: %s\n", bootprof_last_error()); return 1; }
     bootprof_disable("*");
     struct sigaction ours, nop;
     sigaction(SIGTRAP, NULL, &ours);
@@ -81,6 +82,7 @@ int main(int argc, char **argv) {
         qsort(r[v], ROUNDS, sizeof r[v][0], cmp);
         m[v] = r[v][ROUNDS / 2];
     }
+    printf("probes compiled as %s\n", BOOTPROF_GUARDS ? "guards (the call out of line)" : "calls in line (BOOTPROF_CALL_SITES)");
     printf("%-46s %10s %12s\n", "per iteration, median of 9 interleaved rounds", "TSC ticks", "ratio");
     printf("%-46s %10.1f %12s\n", "disabled site (one NOP) + loop", m[DISABLED], "");
     printf("%-46s %10.1f %12s\n", "empty direct call + loop", m[EMPTY], "1.00 (base)");
