@@ -1,7 +1,7 @@
 //! Writing the program's own code while other threads may be running it.
 //!
-//! Takes a batch of `(address, bytes)` writes; makes each page writable for the moment of the
-//! writes (`mprotect` to read-write-execute: execute is never dropped, other threads may be on the
+//! Takes a batch of `(address, bytes)` writes; makes the pages writable (one `mprotect` per run of
+//! adjacent pages) for the moment of the writes (`mprotect` to read-write-execute: execute is never dropped, other threads may be on the
 //! page) and puts its original protection back, read from `/proc/self/maps`. Where `mprotect` is
 //! refused (a W^X policy), the writes go through `/proc/self/mem` instead; when both fail, nothing
 //! has been written. [`sync_cores`] makes every thread of the process execute a serializing
@@ -172,31 +172,37 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
     pages.sort_unstable();
     pages.dedup();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let prots: Vec<libc::c_int> = pages
-        .iter()
-        .map(|&p| original_protection(&maps, p).unwrap_or(libc::PROT_READ | libc::PROT_EXEC))
-        .collect();
-    let mut opened = Vec::new();
+    // Runs of adjacent pages with the same original protection: one mprotect each way per run
+    // (a batch of thousands of sites spread over a program's text touches hundreds of pages).
+    let mut runs: Vec<(usize, usize, libc::c_int)> = Vec::new();
+    for &p in &pages {
+        let prot = original_protection(&maps, p).unwrap_or(libc::PROT_READ | libc::PROT_EXEC);
+        match runs.last_mut() {
+            Some((start, len, pr)) if *start + *len == p && *pr == prot => *len += ps,
+            _ => runs.push((p, ps, prot)),
+        }
+    }
+    let mut opened = 0;
     let mut failed: Option<(u64, i32)> = None;
     let policy = write_policy();
     if policy == 0 {
-        for &p in &pages {
-            // SAFETY: p is a page of our own code; we only add write permission.
+        for &(start, len, _) in &runs {
+            // SAFETY: start..start+len are pages of our own code; we only add write permission.
             let r = unsafe {
                 libc::mprotect(
-                    p as *mut _,
-                    ps,
+                    start as *mut _,
+                    len,
                     libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
                 )
             };
             if r != 0 {
                 failed = Some((
-                    p as u64,
+                    start as u64,
                     std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
                 ));
                 break;
             }
-            opened.push(p);
+            opened += 1;
         }
     } else {
         failed = Some((pages[0] as u64, libc::EPERM));
@@ -209,9 +215,9 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
             }
         }
     }
-    for (&p, &prot) in pages.iter().zip(&prots).take(opened.len()) {
-        // SAFETY: restores the protection the page had.
-        unsafe { libc::mprotect(p as *mut _, ps, prot) };
+    for &(start, len, prot) in runs.iter().take(opened) {
+        // SAFETY: restores the protection the pages had.
+        unsafe { libc::mprotect(start as *mut _, len, prot) };
     }
     let Some((_, mprotect_errno)) = failed else {
         return Ok(());
