@@ -60,6 +60,10 @@ enum Command {
         /// Write the report to this file (atomically) instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Flame chart: start the time axis at the first record rather than when recording
+        /// began (leaving out the runtime's own set-up and whatever ran before the first hit).
+        #[arg(long)]
+        from_first_record: bool,
         /// The trace file.
         file: PathBuf,
     },
@@ -168,9 +172,16 @@ fn main() {
         Command::Report {
             format,
             output,
+            from_first_record,
             file,
         } => {
-            if let Err(e) = bootprof_rewriter::report::run(&file, format, output.as_deref()) {
+            let options = bootprof_rewriter::report::Options {
+                from_first_record,
+                ..Default::default()
+            };
+            if let Err(e) =
+                bootprof_rewriter::report::run(&file, format, output.as_deref(), &options)
+            {
                 eprintln!("bootprof: error: {e}");
                 std::process::exit(1);
             }

@@ -12,7 +12,8 @@
 //!
 //! The geometry is on the root element for tools that read the chart back: `data-x0` (left
 //! edge of time zero), `data-chart-width` (pixels for the whole span) and `data-ns` (the span,
-//! ns, from the trace start to the last record).
+//! ns, from the trace start, or with `--from-first-record` from the first record, to the last
+//! record; frames' start times count from the same zero).
 
 use super::model::{millis, Model, NameId};
 use super::timeline::{self, Closed, Frame, FrameKind, Sink};
@@ -41,6 +42,8 @@ struct Span {
 
 struct Collect {
     scale: f64,
+    /// Time zero of the chart, ns after the start of recording.
+    zero: u64,
     lanes: Vec<Vec<Span>>,
 }
 
@@ -56,8 +59,8 @@ impl Sink for Collect {
         if (end.saturating_sub(frame.start)) as f64 * self.scale >= MIN_WIDTH {
             self.lanes[lane].push(Span {
                 depth: below.len() as u32,
-                start: frame.start,
-                end,
+                start: frame.start.saturating_sub(self.zero),
+                end: end.saturating_sub(self.zero),
                 name: frame.name,
                 kind: frame.kind,
                 mirrored: frame.mirrored,
@@ -71,10 +74,15 @@ impl Sink for Collect {
 pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Result<()> {
     let width = f64::from(options.width.max(300));
     let chart = width - 2.0 * MARGIN;
-    let total = m.end_ns.max(1);
+    let zero = match m.trace.records.first() {
+        Some(r) if options.from_first_record => m.ns(r.tsc),
+        _ => 0,
+    };
+    let total = m.end_ns.saturating_sub(zero).max(1);
     let scale = chart / total as f64;
     let mut collect = Collect {
         scale,
+        zero,
         lanes: vec![Vec::new(); m.lanes.len()],
     };
     timeline::walk(m, &mut collect)?;
@@ -121,11 +129,22 @@ pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Re
     )?;
     escape(
         out,
-        &format!(
-            "{} ms, {} threads; time runs left to right; hover a frame for its name and duration",
-            millis(m.end_ns),
-            m.lanes.len()
-        ),
+        &if zero > 0 {
+            format!(
+                "{} ms from the first record ({} ms after recording began), {} threads; time \
+                 runs left to right; hover a frame for its name and duration",
+                millis(total),
+                millis(zero),
+                m.lanes.len()
+            )
+        } else {
+            format!(
+                "{} ms, {} threads; time runs left to right; hover a frame for its name and \
+                 duration",
+                millis(m.end_ns),
+                m.lanes.len()
+            )
+        },
     )?;
     writeln!(out, "</text>")?;
     axis(out, total, chart, height)?;

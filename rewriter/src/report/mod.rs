@@ -65,6 +65,9 @@ pub struct Options {
     pub top: usize,
     /// Width of the flame chart in pixels.
     pub width: u32,
+    /// Flame chart: time zero is the first record, not the start of recording (whatever ran
+    /// between the two, the runtime's own set-up first of all, is left out of the picture).
+    pub from_first_record: bool,
 }
 
 impl Default for Options {
@@ -72,6 +75,7 @@ impl Default for Options {
         Options {
             top: 20,
             width: 1200,
+            from_first_record: false,
         }
     }
 }
@@ -96,14 +100,13 @@ pub fn write_report(
 
 /// `bootprof report`: reads `input`, writes `format` to `output` (atomically: a temporary file
 /// in the same directory, renamed over it when complete) or to standard output.
-pub fn run(input: &Path, format: Format, output: Option<&Path>) -> Result<()> {
+pub fn run(input: &Path, format: Format, output: Option<&Path>, options: &Options) -> Result<()> {
     let trace = read_trace(input)?;
-    let options = Options::default();
     match output {
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            let done = write_report(&trace, format, &options, &mut out).and_then(|()| out.flush());
+            let done = write_report(&trace, format, options, &mut out).and_then(|()| out.flush());
             match done {
                 // `bootprof report t | head` is not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -121,7 +124,7 @@ pub fn run(input: &Path, format: Format, output: Option<&Path>) -> Result<()> {
             let written = (|| {
                 let file = std::fs::File::create(&tmp)?;
                 let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-                write_report(&trace, format, &options, &mut out)?;
+                write_report(&trace, format, options, &mut out)?;
                 out.into_inner().map_err(|e| e.into_error())?.sync_all()
             })();
             match written.and_then(|()| std::fs::rename(&tmp, path)) {

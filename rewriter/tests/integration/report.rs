@@ -610,6 +610,53 @@ fn flamechart_rectangles_match_the_durations() {
     );
 }
 
+/// `--from-first-record`: the chart's time zero is the first record, not the start of recording;
+/// frames keep their durations and move left by the same amount.
+#[test]
+fn flamechart_from_the_first_record() {
+    use RecordKind::*;
+    let dir = TempDir::new("report-flamechart-first");
+    let us = 1000;
+    let mut b = Builder::new();
+    b.thread(MAIN, Some("main"));
+    b.enter(700 * us, MAIN, "main", None);
+    b.enter(710 * us, MAIN, "parse", Some("main"));
+    b.exit(730 * us, MAIN, "parse");
+    b.probe(750 * us, MAIN, Event, "app", "ready", 1);
+    b.exit(800 * us, MAIN, "main");
+    let trace = b.write(&dir, "late.trace");
+    let whole = parse_chart(&report(&trace, "flamechart").stdout);
+    assert_eq!(whole.ns, 800_000.0);
+    let out = run(cmd(
+        BOOTPROF,
+        ["report", "--format", "flamechart", "--from-first-record"],
+    )
+    .arg(&trace))
+    .ok();
+    assert!(
+        out.stdout
+            .contains("0.100 ms from the first record (0.700 ms after recording began)"),
+        "{}",
+        out.stdout
+    );
+    let late = parse_chart(&out.stdout);
+    assert_eq!(late.ns, 100_000.0);
+    let px = |ns: f64| ns * late.width / late.ns;
+    for (name, start, dur) in [("main", 0.0, 100_000.0), ("parse", 10_000.0, 20_000.0)] {
+        let f = late
+            .frames
+            .iter()
+            .find(|f| f.0.starts_with(&format!("{name} (")))
+            .unwrap_or_else(|| panic!("no {name}: {:?}", late.frames));
+        assert!((f.1 - (late.x0 + px(start))).abs() < 0.01, "{f:?}");
+        assert!((f.3 - px(dur)).abs() < 0.01, "{f:?}");
+        assert!(
+            f.0.contains(&format!("from {:.3} ms", start / 1e6)),
+            "{f:?}"
+        );
+    }
+}
+
 #[test]
 fn points_count_total_average_min_max() {
     let dir = TempDir::new("report-points");
