@@ -3,6 +3,8 @@
 //! Takes the parsed object and its verified sites; hands on the bytes of a new relocatable object
 //! in which
 //! - each site holds its NOP form and its relocation is `R_X86_64_NONE`;
+//! - each tail site jumping to a stub has a thunk at the end of its text section, which its table
+//!   entry targets (the site's identity in call mode);
 //! - each text section with sites has a `bootprof_sites` fragment (`SHF_LINK_ORDER` to that text
 //!   section, and in its COMDAT group if it has one) with a `.rela` section giving each entry the
 //!   site's address and its stub's address;
@@ -16,7 +18,7 @@ use crate::error::{Error, Location, Result};
 use crate::scan::{malformed, Parsed, SiteInfo};
 use bootprof_format::{self as format, field, Kind, ENTRY_SIZE, HEADER_SIZE};
 use object::elf;
-use object::read::elf::{FileHeader, SectionHeader};
+use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::read::SectionIndex;
 use object::LittleEndian as LE;
 use std::collections::{BTreeMap, HashMap};
@@ -270,7 +272,31 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
         sec.data = Data::Owned(v);
     }
 
-    // Patch the sites.
+    // Patch the sites, and give each tail site that jumps to a stub a thunk of its own.
+    //
+    // A call site leaves its return address, by which call mode knows the site; a tail jump
+    // leaves none, and all the tail sites of one symbol would share its stub (so, for instance,
+    // every tail call of `__cyg_profile_func_exit` would be credited to one function). The thunk,
+    // appended to the site's own text section, loads its own address into r11 (the site's id) and
+    // jumps past the stub's `lea` to its `jmp *dispatcher`:
+    //     4c 8d 1d 00 00 00 00    lea 0(%rip), %r11
+    //     e9 rel32                jmp <stub> + 7     (R_X86_64_PC32, <stub> + 3)
+    // The site's table entry targets the thunk. Probe symbols the program defines have no stub
+    // and keep their own target.
+    let mut rela_of: HashMap<usize, usize> = HashMap::new();
+    for (i, sec) in out.iter().enumerate() {
+        if sec.sh_type() == elf::SHT_RELA.0 && sec.sh_link() as usize == symtab {
+            rela_of.entry(sec.sh_info() as usize).or_insert(i);
+        }
+    }
+    let has_stub = |s: &SiteInfo| {
+        s.form.is_tail()
+            && obj
+                .symbols
+                .symbol(object::read::SymbolIndex(s.symbol_index))
+                .is_ok_and(|sym| sym.st_shndx(LE) == elf::SHN_UNDEF)
+    };
+    let mut thunk_at: HashMap<(usize, u64), u64> = HashMap::new();
     for (&sec, list) in &by_section {
         let mut text = out[sec].data.bytes().to_vec();
         for s in list {
@@ -278,7 +304,36 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
             let start = s.offset as usize;
             text[start..start + s.form.len()].copy_from_slice(&bytes[..s.form.len()]);
         }
+        let tails: Vec<&&SiteInfo> = list.iter().filter(|s| has_stub(s)).collect();
+        if !tails.is_empty() {
+            let Some(&rela_sec) = rela_of.get(&sec) else {
+                return Err(Error::Internal(format!(
+                    "{file}: a tail site in section #{sec}, which has no relocation section"
+                )));
+            };
+            let mut relas = out[rela_sec].data.bytes().to_vec();
+            while text.len() % 16 != 0 {
+                text.push(0xcc);
+            }
+            for s in tails {
+                let at = text.len() as u64;
+                text.extend_from_slice(&[0x4c, 0x8d, 0x1d, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0]);
+                let mut rela = [0u8; RELA];
+                put_u64(&mut rela, 0, at + 8);
+                put_u64(
+                    &mut rela,
+                    8,
+                    ((remap(s.symbol_index) as u64) << 32) | u64::from(elf::R_X86_64_PC32.0),
+                );
+                put_u64(&mut rela, 16, 3);
+                relas.extend_from_slice(&rela);
+                thunk_at.insert((sec, s.offset), at);
+            }
+            out[rela_sec].data = Data::Owned(relas);
+            out[rela_sec].set_size();
+        }
         out[sec].data = Data::Owned(text);
+        out[sec].set_size();
     }
 
     // Section names for the new sections.
@@ -312,9 +367,12 @@ pub(crate) fn emit(obj: &Parsed<'_>, sites: &[SiteInfo], file: &str) -> Result<V
     for (&sec, list) in &by_section {
         let frag_index = out.len();
         // A call site's target is its stub (the probe symbol); a guard's, its out-of-line code.
-        let (bytes, relas) = fragment(list, section_symbol[&sec], |s| match &s.guard {
-            Some(g) => (remap(g.symbol), g.addend),
-            None => (remap(s.symbol_index), 0),
+        let (bytes, relas) = fragment(list, section_symbol[&sec], |s| {
+            match (&s.guard, thunk_at.get(&(sec, s.offset))) {
+                (Some(g), _) => (remap(g.symbol), g.addend),
+                (None, Some(&at)) => (section_symbol[&sec], at as i64),
+                (None, None) => (remap(s.symbol_index), 0),
+            }
         });
         let group_flag = if group_of.contains_key(&sec) {
             elf::SHF_GROUP.0

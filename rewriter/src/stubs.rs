@@ -20,6 +20,9 @@
 //! dtor (.fini_array.00099):  bootprof_unregister(__bootprof_sites_start) when the runtime is there
 //! ```
 //!
+//! A tail site's thunk (see `emit`) jumps to `<symbol> + 7`, the stub's `jmp`, with its own id in
+//! r11: the `lea` is 7 bytes and comes first.
+//!
 //! Without the runtime the pointers stay on the defaults and every stub returns at once. With it,
 //! `bootprof_register` (exported by the executable, found by shared objects too) records the
 //! table and points the three pointers at its dispatchers. A stub touches only `r11`, which no

@@ -172,6 +172,39 @@ fn probe_arguments_and_live_registers_in_both_modes() {
     }
 }
 
+/// Tail sites (a probe as the last statement, compiled as a call: `jmp`; the exit hook of a
+/// void -finstrument-functions function) leave no return address: in call mode each hit must
+/// still go to its own site, as in trap mode.
+#[test]
+fn tail_sites_credit_each_hit_to_its_own_function() {
+    let w = Work::new("tails");
+    let exe = w.build(
+        "tails",
+        &["tails.c"],
+        &["-DBOOTPROF_CALL_SITES", "-finstrument-functions"],
+        &[],
+    );
+    // The sites must be tail jumps for the test to mean anything.
+    let list = Command::new(tools().join("bootprof"))
+        .args(["list"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&list.stdout);
+    for f in ["t_one", "t_two", "t_three", "v_one", "v_two", "v_three"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(" jmp ") && l.contains(&format!(" {f}+"))),
+            "{f} has no tail site:\n{listing}"
+        );
+    }
+    for mode in ["trap", "call"] {
+        let out = ok(&run(&exe, &[mode], &[]));
+        assert!(out.contains(&format!("({mode} mode)")), "{out}");
+    }
+}
+
 #[test]
 fn bootprof_enable_applies_before_the_first_constructor() {
     for (form, flags) in FORMS {
