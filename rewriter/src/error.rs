@@ -78,6 +78,14 @@ pub enum Error {
         /// The bytes found, hex.
         bytes: String,
     },
+    /// Well-formed input that bootprof-link will not link as it is, and why.
+    #[error("{at}: {what}")]
+    Refused {
+        /// Where.
+        at: Location,
+        /// Why, and what to do instead.
+        what: String,
+    },
     /// A static archive is malformed.
     #[error("{at}: malformed archive: {what}")]
     Archive {

@@ -45,6 +45,13 @@ pub struct Gathered {
     pub notes: Vec<String>,
 }
 
+/// A guard of `bootprof.h` whose out-of-line call goes to `symbol`, and where it is.
+#[derive(Debug, Clone)]
+struct GuardCall {
+    at: Location,
+    symbol: Vec<u8>,
+}
+
 /// One input to look at.
 struct Job {
     /// Index of the argument it replaces.
@@ -63,6 +70,7 @@ struct Done {
     sites: usize,
     uses_runtime: bool,
     notes: Vec<String>,
+    guard_calls: Vec<GuardCall>,
 }
 
 impl Done {
@@ -74,6 +82,20 @@ impl Done {
         self.referenced
             .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
         self.defined.extend(r.defined.iter().cloned());
+        self.guard_calls.extend(
+            r.sites
+                .iter()
+                .filter(|s| s.form == bootprof_format::Form::Guard && s.kind == Kind::Probe)
+                .map(|s| GuardCall {
+                    at: Location {
+                        section: Some(s.section_name.clone()),
+                        offset: Some(s.offset),
+                        symbol: Some(String::from_utf8_lossy(&s.symbol).into_owned()),
+                        ..Location::file(file)
+                    },
+                    symbol: s.symbol.clone(),
+                }),
+        );
         if verbose && (!r.sites.is_empty() || !r.not_sites.is_empty()) {
             self.notes.push(format!(
                 "{file}: {} sites, {} other references to probe symbols",
@@ -396,8 +418,10 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
     }
     jobs.extend(archives);
 
+    let mut guard_calls = Vec::new();
     for (job, result) in jobs.iter().zip(run_jobs(&jobs, dir, verbose)) {
         let done = result?;
+        guard_calls.extend(done.guard_calls);
         g.objects += done.objects;
         g.relocations += done.relocations;
         g.sites += done.sites;
@@ -418,6 +442,19 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
                 _ => args[job.arg] = new,
             }
         }
+    }
+    // A guard's out-of-line call keeps only what bootprof's stub and dispatcher keep (every
+    // register but r11; the stack unaligned): it must not reach a function the program defines.
+    if let Some(c) = guard_calls.iter().find(|c| g.defined.contains(&c.symbol)) {
+        return Err(Error::Refused {
+            at: c.at.clone(),
+            what: format!(
+                "a bootprof.h guard calls `{}`, which the program defines itself; the guard's \
+                 out-of-line call is only safe into bootprof's stub (compile with \
+                 -DBOOTPROF_CALL_SITES, or drop the definition)",
+                String::from_utf8_lossy(&c.symbol)
+            ),
+        });
     }
     for name in &g.defined {
         g.referenced.remove(name);

@@ -157,10 +157,11 @@ void bootprof_print_points(int fd);                       /* the profile-point t
 /* The out-of-line code behind a guard (reached only through the enabled guard's jump; it falls
  * back in line). It calls the probe from an asm statement rather than as a C function: no
  * declaration is needed (g++ drops the asm label of a block-scope declaration inside a template),
- * and the compiler need not free any register for the call: the asm steps over the red zone, keeps
- * the argument registers itself (the arguments go through the stack into rdi, rsi, ..., so any
- * register may hold any of them), and the stub and the runtime's trampoline keep every other
- * general register but r11 and align the stack. Vector and x87 registers are declared clobbered. */
+ * and the compiler need not free any register for the call. The asm steps over the red zone and
+ * keeps the argument registers it loads (the arguments go through the stack into rdi, rsi, ...,
+ * so any register may hold any of them); bootprof's stub and trampoline keep every other general
+ * register but r11 and align the stack (so bootprof-link refuses a guard whose probe function the
+ * program defines itself). Vector and x87 registers are declared clobbered. */
 #define BOOTPROF__GUARDED(p, n, ...)                                                               \
     __extension__({                                                                                \
         __label__ bootprof__on;                                                                    \
@@ -179,13 +180,10 @@ void bootprof_print_points(int fd);                       /* the profile-point t
 #else
 #define BOOTPROF__CLOBBERS_AVX512
 #endif
-#define BOOTPROF__CALL(p, n, load, ...)                                                            \
-    __asm__ volatile("lea -128(%%rsp), %%rsp\n\t"                                                  \
-                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\t"                                  \
-                     "push %%rcx\n\tpush %%r8\n\tpush %%r9\n\t" load                               \
-                     "call " BOOTPROF__SYM(sdt, p, n) "\n\t"                                       \
-                     "pop %%r9\n\tpop %%r8\n\tpop %%rcx\n\t"                                       \
-                     "pop %%rdx\n\tpop %%rsi\n\tpop %%rdi\n\t"                                     \
+/* `setup` saves the argument registers and loads them; `restore` puts them back. */
+#define BOOTPROF__CALL(p, n, setup, restore, ...)                                                  \
+    __asm__ volatile("lea -128(%%rsp), %%rsp\n\t" setup                                            \
+                     "call " BOOTPROF__SYM(sdt, p, n) "\n\t" restore                               \
                      "lea 128(%%rsp), %%rsp"                                                       \
                      :                                                                             \
                      : __VA_ARGS__                                                                 \
@@ -194,46 +192,60 @@ void bootprof_print_points(int fd);                       /* the profile-point t
                        "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)",        \
                        "st(6)", "st(7)", "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7"    \
                        BOOTPROF__CLOBBERS_AVX512)
-#define BOOTPROF__PROBE_0(p, n) BOOTPROF__GUARDED(p, n, BOOTPROF__CALL(p, n, ""))
+#define BOOTPROF__PROBE_0(p, n) BOOTPROF__GUARDED(p, n, BOOTPROF__CALL(p, n, "", ""))
 #define BOOTPROF__PROBE_1(p, n, a)                                                                 \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
-                                     "push %0\n\tpop %%rdi\n\t",                                   \
+                                     "push %%rdi\n\tpush %0\n\tpop %%rdi\n\t",                     \
+                                     "pop %%rdi\n\t",                                              \
                                      "r"(BOOTPROF__ARG(a))))
 #define BOOTPROF__PROBE_2(p, n, a, b)                                                              \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
-                                     "push %1\n\tpush %0\n\tpop %%rdi\n\tpop %%rsi\n\t",           \
+                                     "push %%rdi\n\tpush %%rsi\n\tpush %1\n\tpush %0\n\t"          \
+                                     "pop %%rdi\n\tpop %%rsi\n\t",                                 \
+                                     "pop %%rsi\n\tpop %%rdi\n\t",                                 \
                                      "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b))))
 #define BOOTPROF__PROBE_3(p, n, a, b, c)                                                           \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
-                                     "push %2\n\tpush %1\n\tpush %0\n\tpop %%rdi\n\t"              \
-                                     "pop %%rsi\n\tpop %%rdx\n\t",                                 \
+                                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\tpush %2\n\t"       \
+                                     "push %1\n\tpush %0\n\tpop %%rdi\n\tpop %%rsi\n\t"            \
+                                     "pop %%rdx\n\t",                                              \
+                                     "pop %%rdx\n\tpop %%rsi\n\tpop %%rdi\n\t",                    \
                                      "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
                                      "r"(BOOTPROF__ARG(c))))
 #define BOOTPROF__PROBE_4(p, n, a, b, c, d)                                                        \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
+                                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\tpush %%rcx\n\t"    \
                                      "push %3\n\tpush %2\n\tpush %1\n\tpush %0\n\t"                \
                                      "pop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\tpop %%rcx\n\t",       \
+                                     "pop %%rcx\n\tpop %%rdx\n\tpop %%rsi\n\tpop %%rdi\n\t",       \
                                      "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
                                      "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d))))
 #define BOOTPROF__PROBE_5(p, n, a, b, c, d, e)                                                     \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
-                                     "push %4\n\tpush %3\n\tpush %2\n\tpush %1\n\tpush %0\n\t"     \
-                                     "pop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\tpop %%rcx\n\t"        \
-                                     "pop %%r8\n\t",                                               \
+                                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\tpush %%rcx\n\t"    \
+                                     "push %%r8\n\tpush %4\n\tpush %3\n\tpush %2\n\t"              \
+                                     "push %1\n\tpush %0\n\tpop %%rdi\n\tpop %%rsi\n\t"            \
+                                     "pop %%rdx\n\tpop %%rcx\n\tpop %%r8\n\t",                     \
+                                     "pop %%r8\n\tpop %%rcx\n\tpop %%rdx\n\tpop %%rsi\n\t"         \
+                                     "pop %%rdi\n\t",                                              \
                                      "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
                                      "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d)),                 \
                                      "r"(BOOTPROF__ARG(e))))
 #define BOOTPROF__PROBE_6(p, n, a, b, c, d, e, f)                                                  \
     BOOTPROF__GUARDED(p, n,                                                                        \
                       BOOTPROF__CALL(p, n,                                                         \
-                                     "push %5\n\tpush %4\n\tpush %3\n\tpush %2\n\tpush %1\n\t"     \
-                                     "push %0\n\tpop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\t"          \
-                                     "pop %%rcx\n\tpop %%r8\n\tpop %%r9\n\t",                      \
+                                     "push %%rdi\n\tpush %%rsi\n\tpush %%rdx\n\tpush %%rcx\n\t"    \
+                                     "push %%r8\n\tpush %%r9\n\tpush %5\n\tpush %4\n\t"            \
+                                     "push %3\n\tpush %2\n\tpush %1\n\tpush %0\n\t"                \
+                                     "pop %%rdi\n\tpop %%rsi\n\tpop %%rdx\n\tpop %%rcx\n\t"        \
+                                     "pop %%r8\n\tpop %%r9\n\t",                                   \
+                                     "pop %%r9\n\tpop %%r8\n\tpop %%rcx\n\tpop %%rdx\n\t"          \
+                                     "pop %%rsi\n\tpop %%rdi\n\t",                                 \
                                      "r"(BOOTPROF__ARG(a)), "r"(BOOTPROF__ARG(b)),                 \
                                      "r"(BOOTPROF__ARG(c)), "r"(BOOTPROF__ARG(d)),                 \
                                      "r"(BOOTPROF__ARG(e)), "r"(BOOTPROF__ARG(f))))

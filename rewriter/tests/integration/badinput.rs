@@ -362,3 +362,56 @@ fn guard_records_that_are_wrong() {
         s.check_failed(&o, &all);
     }
 }
+
+/// A guard whose probe function the program defines itself: the guard's out-of-line call keeps
+/// only what bootprof's stub keeps, so bootprof-link refuses it and says what to do. With the
+/// probe compiled as a plain call the same program links.
+#[test]
+fn guard_calling_a_probe_function_the_program_defines() {
+    require!("cc");
+    let s = Setup::new("bad-guard-defined");
+    let src = s.t.join("defined.c");
+    write(
+        &src,
+        "#include \"bootprof.h\"\n\
+         void __dtrace_sdt_app__mine(unsigned long x) { (void)x; }\n\
+         int main(int argc, char **argv) { (void)argv; BOOTPROF_PROBE(app, mine, argc); return 0; }\n",
+    );
+    let include = crate::util::repo_root().join("runtime/include");
+    let compile = |flags: &[&str], obj: &str| {
+        let o = s.t.join(obj);
+        run(cmd("cc", ["-O2", "-c"])
+            .args(flags)
+            .arg("-I")
+            .arg(&include)
+            .arg(&src)
+            .arg("-o")
+            .arg(&o))
+        .ok();
+        o
+    };
+    let guarded = compile(&[], "defined.o");
+    let o = s.link(&[&guarded]);
+    s.check_failed(
+        &o,
+        &[
+            "defined.o",
+            "`.text",
+            "__dtrace_sdt_app__mine",
+            "which the program defines itself",
+            "BOOTPROF_CALL_SITES",
+        ],
+    );
+    let calls = compile(&["-DBOOTPROF_CALL_SITES"], "calls.o");
+    let ok_out = s.t.join("calls-app");
+    run(cmd(
+        link_bin(),
+        [
+            "cc".as_ref(),
+            "-o".as_ref(),
+            ok_out.as_os_str(),
+            calls.as_os_str(),
+        ],
+    ))
+    .ok();
+}
