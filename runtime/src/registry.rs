@@ -135,12 +135,13 @@ impl SiteRec {
 }
 
 /// The lookup snapshot: sites sorted by address, and an open-addressing hash table over the
-/// addresses (one probe in the common case, the key inline, so a lookup is one cache miss).
+/// addresses (one probe in the common case, the key and the site's reference inline, so a lookup
+/// is one cache miss).
 pub(crate) struct Index {
     pub addrs: Vec<u64>,
     pub sites: Vec<&'static SiteRec>,
-    /// (address, index into `sites` + 1); 0 marks an empty slot.
-    table: Vec<(u64, u32)>,
+    /// (address, site); `None` marks an empty slot.
+    table: Vec<(u64, Option<&'static SiteRec>)>,
     mask: usize,
     /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
     /// no return address of their own).
@@ -157,13 +158,13 @@ impl Index {
         let addrs: Vec<u64> = sites.iter().map(|s| s.addr).collect();
         let cap = (sites.len() * 2).next_power_of_two().max(16);
         let mask = cap - 1;
-        let mut table = vec![(0u64, 0u32); cap];
-        for (i, &a) in addrs.iter().enumerate() {
+        let mut table = vec![(0u64, None); cap];
+        for (&a, &site) in addrs.iter().zip(&sites) {
             let mut h = slot_of(a, mask);
-            while table[h].1 != 0 {
+            while table[h].1.is_some() {
                 h = (h + 1) & mask;
             }
-            table[h] = (a, i as u32 + 1);
+            table[h] = (a, Some(site));
         }
         Index {
             addrs,
@@ -179,14 +180,11 @@ impl Index {
     pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
         let mut h = slot_of(addr, self.mask);
         loop {
-            let (a, i) = self.table[h];
-            if i == 0 {
-                return None;
+            match self.table[h] {
+                (_, None) => return None,
+                (a, site) if a == addr => return site,
+                _ => h = (h + 1) & self.mask,
             }
-            if a == addr {
-                return Some(self.sites[i as usize - 1]);
-            }
-            h = (h + 1) & self.mask;
         }
     }
 
