@@ -143,10 +143,12 @@ def body_of(insns):
 
 
 def hot_loop(insns):
-    """The instructions of the function's widest backward branch (its loop), in address order."""
+    """The instructions of the function's widest conditional backward branch (its loop), in
+    address order. Unconditional jumps back do not count: a guard's out-of-line call block ends
+    with a `jmp` back into the loop, and must not be taken for the loop."""
     best = None
     for addr, text in insns:
-        m = re.match(r"^j\w+\s+([0-9a-f]+) <", text)
+        m = re.match(r"^j(?!mp)\w+\s+([0-9a-f]+) <", text)
         if m and int(m.group(1), 16) < addr:
             t = int(m.group(1), 16)
             if best is None or addr - t > best[1] - best[0]:
