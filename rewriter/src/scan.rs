@@ -462,6 +462,17 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
                     });
                     continue;
                 }
+                if let Some(inside) = starts_inside(funcs, start as u64, form.len() as u64) {
+                    return Err(symbol_inside_site(
+                        Location {
+                            section: Some(sname.clone()),
+                            offset: Some(start as u64),
+                            symbol: Some(String::from_utf8_lossy(&probe.name).into_owned()),
+                            ..at()
+                        },
+                        inside,
+                    ));
+                }
                 let func = enclosing(funcs, start as u64);
                 let mut orig = [0u8; 8];
                 orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
@@ -496,17 +507,21 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Plan<'d>> {
             .section(SectionIndex(g.section))
             .and_then(|s| s.data(LE, data))
             .map_err(|e| malformed(at(), e))?;
+        let where_ = || Location {
+            section: Some(g.section_name.clone()),
+            offset: Some(g.offset),
+            symbol: Some(String::from_utf8_lossy(&g.symbol).into_owned()),
+            ..at()
+        };
         if !patch::on_boundaries(text, from, &[g.offset as usize])[0] {
             return Err(malformed(
-                Location {
-                    section: Some(g.section_name.clone()),
-                    offset: Some(g.offset),
-                    symbol: Some(String::from_utf8_lossy(&g.symbol).into_owned()),
-                    ..at()
-                },
+                where_(),
                 "a guard's NOP is not on an instruction boundary when decoded from the \
                  function start",
             ));
+        }
+        if let Some(inside) = starts_inside(funcs, g.offset, 5) {
+            return Err(symbol_inside_site(where_(), inside));
         }
         g.function = func.map(|f| f.name.to_vec()).unwrap_or_default();
         g.func_offset = g.offset - func.map_or(0, |f| f.value);
@@ -570,6 +585,25 @@ fn functions_in<'d, T>(
         funcs.sort_by_key(|f| (f.value, !f.is_func));
     }
     out
+}
+
+/// A symbol that starts strictly inside the `len` bytes of the instruction at `start`. Compiled
+/// code never has one; patching such an instruction would change how the code after that
+/// symbol decodes (and so which of its calls are sites), so the object is refused.
+fn starts_inside<'a, 'd>(funcs: &'a [Func<'d>], start: u64, len: u64) -> Option<&'a Func<'d>> {
+    let first = funcs.partition_point(|f| f.value <= start);
+    funcs[first..].first().filter(|f| f.value < start + len)
+}
+
+fn symbol_inside_site(at: Location, inside: &Func<'_>) -> Error {
+    malformed(
+        at,
+        format!(
+            "symbol `{}` starts at offset {:#x}, inside the site's instruction",
+            String::from_utf8_lossy(inside.name),
+            inside.value
+        ),
+    )
 }
 
 /// The function covering `offset`: the last `STT_FUNC` starting at or before it whose size covers

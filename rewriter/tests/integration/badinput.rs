@@ -273,7 +273,12 @@ fn guard_object(s: &Setup, name: &str, record: &str) -> PathBuf {
              .section .note.GNU-stack,\"\",@progbits\n"
         ),
     );
-    let obj = s.t.join(format!("{name}.o"));
+    assemble(s, &src)
+}
+
+/// `cc -c` of the assembler file `src` into the object of the same name with `.o`.
+fn assemble(s: &Setup, src: &Path) -> PathBuf {
+    let obj = s.t.join(src.with_extension("o").file_name().unwrap());
     run(cmd(
         "cc",
         [
@@ -414,4 +419,35 @@ fn guard_calling_a_probe_function_the_program_defines() {
         ],
     ))
     .ok();
+}
+
+/// A symbol that starts inside a site's call instruction (found by the fuzzer: patching the call
+/// changed how the code after the symbol decoded, so a second rewrite found more sites). Compiled
+/// code never has one; the object is refused, naming the symbol and the site.
+#[test]
+fn symbol_starting_inside_a_call_site() {
+    require!("cc");
+    let s = Setup::new("bad-symbol-inside");
+    let src = s.t.join("inside.s");
+    write(
+        &src,
+        ".text\n.globl main\n.type main,@function\nmain:\n\
+         call __dtrace_sdt_bad__inside\n\
+         xor %eax, %eax\n   ret\n\
+         .size main, .-main\n\
+         .globl middle\n.type middle,@function\n.set middle, main + 2\n\
+         .section .note.GNU-stack,\"\",@progbits\n",
+    );
+    let obj = assemble(&s, &src);
+    let o = s.link(&[&obj]);
+    s.check_failed(
+        &o,
+        &[
+            "inside.o",
+            ".text",
+            "__dtrace_sdt_bad__inside",
+            "middle",
+            "0x2",
+        ],
+    );
 }
