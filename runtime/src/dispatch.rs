@@ -122,14 +122,34 @@ pub fn rdtsc() -> u64 {
 }
 
 /// Counts the hit and runs the site's handlers. `args` are rdi..r9.
+#[inline]
 pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
+    if site.handlers.load(Ordering::Acquire) == 0
+        && (site.rec_kind == 0 || !crate::recorder::recording())
+    {
+        // Nothing runs and nothing is recorded: the hit is only counted. No thread-local
+        // re-entry guard is needed (no handler of ours is on this path), and none is read.
+        count(site);
+        return;
+    }
+    fire_handlers(site, args, parent, via);
+}
+
+/// Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
+#[inline]
+fn count(site: &SiteRec) {
+    site.hits
+        .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
+#[inline(never)]
+fn fire_handlers(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
     let entered = IN_HANDLER.with(|g| !g.replace(true));
     if !entered {
         return;
     }
-    // Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
-    site.hits
-        .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    count(site);
     let mut mask = site.handlers.load(Ordering::Acquire);
     let record = site.rec_kind != 0 && crate::recorder::recording();
     if mask != 0 || record {
