@@ -124,15 +124,15 @@ pub fn rdtsc() -> u64 {
 /// Counts the hit and runs the site's handlers. `args` are rdi..r9.
 #[inline]
 pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
-    if site.handlers.load(Ordering::Acquire) == 0
-        && (site.rec_kind == 0 || !crate::recorder::recording())
-    {
+    let mask = site.handlers.load(Ordering::Acquire);
+    let record = site.rec_kind != 0 && crate::recorder::recording();
+    if mask == 0 && !record {
         // Nothing runs and nothing is recorded: the hit is only counted. No thread-local
         // re-entry guard is needed (no handler of ours is on this path), and none is read.
         count(site);
         return;
     }
-    fire_handlers(site, args, parent, via);
+    fire_handlers(site, args, parent, via, mask, record);
 }
 
 /// Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
@@ -144,49 +144,52 @@ fn count(site: &SiteRec) {
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
 #[inline(never)]
-fn fire_handlers(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
+fn fire_handlers(
+    site: &SiteRec,
+    args: [u64; 6],
+    parent: u64,
+    via: u8,
+    mut mask: u64,
+    record: bool,
+) {
     let entered = IN_HANDLER.with(|g| !g.replace(true));
     if !entered {
         return;
     }
     count(site);
-    let mut mask = site.handlers.load(Ordering::Acquire);
-    let record = site.rec_kind != 0 && crate::recorder::recording();
-    if mask != 0 || record {
-        let tsc = rdtsc();
-        let tid = tid();
-        if record {
-            if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
-                let arg = if site.kind.is_hook() { parent } else { args[0] };
-                crate::recorder::record(site, kind, arg, tid, tsc);
-            }
+    let tsc = rdtsc();
+    let tid = tid();
+    if record {
+        if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
+            let arg = if site.kind.is_hook() { parent } else { args[0] };
+            crate::recorder::record(site, kind, arg, tid, tsc);
         }
-        let hit = Hit {
-            site_id: site.id,
-            kind: site.kind as u8,
-            via,
-            reserved: 0,
-            provider: site.c_provider,
-            name: site.c_name,
-            function: site.c_function,
-            site: site.addr,
-            function_addr: site.addr - u64::from(site.func_offset),
-            parent,
-            args,
-            tid,
-            reserved2: 0,
-            tsc,
-        };
-        while mask != 0 {
-            let slot = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let f = SLOTS[slot].0.load(Ordering::Acquire);
-            if f != 0 {
-                let cookie = SLOTS[slot].1.load(Ordering::Acquire);
-                // SAFETY: only HandlerFn values are stored in a slot.
-                let f: HandlerFn = unsafe { std::mem::transmute::<usize, HandlerFn>(f) };
-                f(&hit, cookie as *mut std::ffi::c_void);
-            }
+    }
+    let hit = Hit {
+        site_id: site.id,
+        kind: site.kind as u8,
+        via,
+        reserved: 0,
+        provider: site.c_provider,
+        name: site.c_name,
+        function: site.c_function,
+        site: site.addr,
+        function_addr: site.addr - u64::from(site.func_offset),
+        parent,
+        args,
+        tid,
+        reserved2: 0,
+        tsc,
+    };
+    while mask != 0 {
+        let slot = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        let f = SLOTS[slot].0.load(Ordering::Acquire);
+        if f != 0 {
+            let cookie = SLOTS[slot].1.load(Ordering::Acquire);
+            // SAFETY: only HandlerFn values are stored in a slot.
+            let f: HandlerFn = unsafe { std::mem::transmute::<usize, HandlerFn>(f) };
+            f(&hit, cookie as *mut std::ffi::c_void);
         }
     }
     IN_HANDLER.with(|g| g.set(false));
