@@ -42,11 +42,12 @@ impl Setup {
 
     /// Runs `bootprof-link cc -o app inputs...`.
     fn link(&self, inputs: &[&Path]) -> Out {
-        run(cmd(
-            link_bin(),
-            ["cc".as_ref(), "-o".as_ref(), self.out.as_os_str()],
-        )
-        .args(inputs))
+        self.link_to(&self.out, inputs)
+    }
+
+    /// Runs `bootprof-link cc -o out inputs...`.
+    fn link_to(&self, out: &Path, inputs: &[&Path]) -> Out {
+        run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()]).args(inputs))
     }
 
     /// The checks every bad-input test makes; `names` must all appear in stderr.
@@ -273,23 +274,7 @@ fn guard_object(s: &Setup, name: &str, record: &str) -> PathBuf {
              .section .note.GNU-stack,\"\",@progbits\n"
         ),
     );
-    assemble(s, &src)
-}
-
-/// `cc -c` of the assembler file `src` into the object of the same name with `.o`.
-fn assemble(s: &Setup, src: &Path) -> PathBuf {
-    let obj = s.t.join(src.with_extension("o").file_name().unwrap());
-    run(cmd(
-        "cc",
-        [
-            "-c".as_ref(),
-            src.as_os_str(),
-            "-o".as_ref(),
-            obj.as_os_str(),
-        ],
-    ))
-    .ok();
-    obj
+    compile_c(&src, &s.t.join(format!("{name}.o")), &[])
 }
 
 #[test]
@@ -303,16 +288,7 @@ fn guard_records_that_are_wrong() {
         ".long 1b - ., 2b - .\n.quad __dtrace_sdt_guard__site",
     );
     let ok_out = s.t.join("ok-app");
-    run(cmd(
-        link_bin(),
-        [
-            "cc".as_ref(),
-            "-o".as_ref(),
-            ok_out.as_os_str(),
-            good.as_os_str(),
-        ],
-    ))
-    .ok();
+    s.link_to(&ok_out, &[&good]).ok();
     assert_eq!(run(cmd(&ok_out, [""; 0])).code, Some(0));
 
     // (record, what stderr must name besides the file and the section)
@@ -383,19 +359,8 @@ fn guard_calling_a_probe_function_the_program_defines() {
          int main(int argc, char **argv) { (void)argv; BOOTPROF_PROBE(app, mine, argc); return 0; }\n",
     );
     let include = crate::util::repo_root().join("runtime/include");
-    let compile = |flags: &[&str], obj: &str| {
-        let o = s.t.join(obj);
-        run(cmd("cc", ["-O2", "-c"])
-            .args(flags)
-            .arg("-I")
-            .arg(&include)
-            .arg(&src)
-            .arg("-o")
-            .arg(&o))
-        .ok();
-        o
-    };
-    let guarded = compile(&[], "defined.o");
+    let include = include.to_str().unwrap();
+    let guarded = compile_c(&src, &s.t.join("defined.o"), &["-O2", "-I", include]);
     let o = s.link(&[&guarded]);
     s.check_failed(
         &o,
@@ -407,18 +372,12 @@ fn guard_calling_a_probe_function_the_program_defines() {
             "BOOTPROF_CALL_SITES",
         ],
     );
-    let calls = compile(&["-DBOOTPROF_CALL_SITES"], "calls.o");
-    let ok_out = s.t.join("calls-app");
-    run(cmd(
-        link_bin(),
-        [
-            "cc".as_ref(),
-            "-o".as_ref(),
-            ok_out.as_os_str(),
-            calls.as_os_str(),
-        ],
-    ))
-    .ok();
+    let calls = compile_c(
+        &src,
+        &s.t.join("calls.o"),
+        &["-O2", "-I", include, "-DBOOTPROF_CALL_SITES"],
+    );
+    s.link_to(&s.t.join("calls-app"), &[&calls]).ok();
 }
 
 /// A symbol that starts inside a site's call instruction (found by the fuzzer: patching the call
@@ -438,7 +397,7 @@ fn symbol_starting_inside_a_call_site() {
          .globl middle\n.type middle,@function\n.set middle, main + 2\n\
          .section .note.GNU-stack,\"\",@progbits\n",
     );
-    let obj = assemble(&s, &src);
+    let obj = compile_c(&src, &s.t.join("inside.o"), &[]);
     let o = s.link(&[&obj]);
     s.check_failed(
         &o,
