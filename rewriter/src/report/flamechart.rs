@@ -129,22 +129,19 @@ pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Re
     )?;
     escape(
         out,
-        &if zero > 0 {
-            format!(
-                "{} ms from the first record ({} ms after recording began), {} threads; time \
-                 runs left to right; hover a frame for its name and duration",
-                millis(total),
-                millis(zero),
-                m.lanes.len()
-            )
-        } else {
-            format!(
-                "{} ms, {} threads; time runs left to right; hover a frame for its name and \
-                 duration",
-                millis(m.end_ns),
-                m.lanes.len()
-            )
-        },
+        &format!(
+            "{}, {} threads; time runs left to right; hover a frame for its name and duration",
+            if zero > 0 {
+                format!(
+                    "{} ms from the first record ({} ms after recording began)",
+                    millis(total),
+                    millis(zero)
+                )
+            } else {
+                format!("{} ms", millis(m.end_ns))
+            },
+            m.lanes.len()
+        ),
     )?;
     writeln!(out, "</text>")?;
     axis(out, total, chart, height)?;
