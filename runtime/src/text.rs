@@ -4,8 +4,9 @@
 //! writes (one `mprotect` to read-write-execute per run of adjacent pages: execute is never
 //! dropped, other threads may be on the page) and puts its original protection back, read from
 //! `/proc/self/maps`. Where `mprotect` is refused (a W^X policy), the writes go through
-//! `/proc/self/mem` instead; when both fail, nothing has been written. [`sync_cores`] makes every thread of the process execute a serializing
-//! instruction, as Intel's cross-modifying-code rules ask before new bytes may be executed:
+//! `/proc/self/mem` instead; when both fail, nothing has been written. [`sync_cores`] makes every
+//! thread of the process execute a serializing instruction, as Intel's cross-modifying-code rules
+//! ask before new bytes may be executed:
 //! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`, or, on kernels without it, an
 //! `mprotect` on a private page, whose TLB shootdown interrupts every CPU running this process.
 
