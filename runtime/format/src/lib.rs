@@ -25,7 +25,10 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod code;
 pub mod trace;
+
+pub use code::{disabled_bytes, NOP5};
 
 /// Name of the site-table section (a C identifier, for `__start_`/`__stop_`).
 pub const SECTION_NAME: &str = "bootprof_sites";
@@ -48,8 +51,6 @@ pub const MAX_SITE_LEN: usize = 8;
 pub const GUARD_SECTION: &str = ".bootprof_guard";
 /// Size of one record of [`GUARD_SECTION`].
 pub const GUARD_RECORD_SIZE: usize = 16;
-/// The 5-byte NOP a guard holds while disabled (`nopl 0x0(%rax,%rax,1)`).
-pub const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 
 /// Symbol-name prefix of named probes: `__dtrace_sdt_<provider>__<name>`.
 pub const PROBE_PREFIX: &str = "__dtrace_sdt_";
@@ -242,38 +243,6 @@ impl Form {
             Form::Guard => "guard",
         }
     }
-}
-
-/// The bytes a disabled site holds, for a site of `kind` that was `form`.
-///
-/// | before | after |
-/// |---|---|
-/// | `e8 rel32` (call) | `0f 1f 44 00 00` (nopl 0x0(%rax,%rax,1)) |
-/// | `ff 15 rel32` (call via GOT) | `66 0f 1f 44 00 00` (nopw 0x0(%rax,%rax,1)) |
-/// | `e9 rel32` (tail jmp) | `c3` (ret) + `0f 1f 40 00` (nopl 0x0(%rax)) |
-/// | `ff 25 rel32` (tail jmp via GOT) | `c3` (ret) + `0f 1f 44 00 00` |
-/// | is-enabled `e8` call | `33 c0` (xor %eax,%eax) + `0f 1f 00` (nopl (%rax)) |
-/// | is-enabled `ff 15` call | `33 c0` + `0f 1f 40 00` |
-/// | is-enabled `e9` tail jmp | `33 c0` + `c3` + `66 90` (xchg %ax,%ax) |
-/// | is-enabled `ff 25` tail jmp | `33 c0` + `c3` + `0f 1f 00` |
-/// | guard (either kind) | `0f 1f 44 00 00`, as compiled |
-///
-/// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
-pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
-    let mut out = [0u8; MAX_SITE_LEN];
-    let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
-        (_, Form::Guard) => &NOP5,
-        (false, Form::CallRel32) => &[0x0f, 0x1f, 0x44, 0x00, 0x00],
-        (false, Form::CallGot) => &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        (false, Form::JmpRel32) => &[0xc3, 0x0f, 0x1f, 0x40, 0x00],
-        (false, Form::JmpGot) => &[0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        (true, Form::CallRel32) => &[0x33, 0xc0, 0x0f, 0x1f, 0x00],
-        (true, Form::CallGot) => &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00],
-        (true, Form::JmpRel32) => &[0x33, 0xc0, 0xc3, 0x66, 0x90],
-        (true, Form::JmpGot) => &[0x33, 0xc0, 0xc3, 0x0f, 0x1f, 0x00],
-    };
-    out[..bytes.len()].copy_from_slice(bytes);
-    out
 }
 
 /// Why a table could not be read.
