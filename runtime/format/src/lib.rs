@@ -26,6 +26,10 @@
 #![deny(missing_docs)]
 
 pub mod code;
+pub mod file;
+pub mod le;
+#[cfg(feature = "std")]
+pub mod location;
 pub mod trace;
 
 pub use code::{disabled_bytes, NOP5};
@@ -301,13 +305,7 @@ pub struct Site {
     pub orig: [u8; MAX_SITE_LEN],
 }
 
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
+use le::{u16_at as le_u16, u32_at as le_u32};
 
 /// Walks the sites of a table whose bytes are `bytes`, loaded at address `base`.
 ///

@@ -116,8 +116,8 @@ impl Record {
 
     /// Decodes 32 bytes; `None` if the kind byte is unknown.
     pub fn decode(b: &[u8; RECORD_SIZE]) -> Option<Record> {
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| crate::le::u64_at(b, i);
+        let u32_at = |i: usize| crate::le::u32_at(b, i);
         Some(Record {
             tsc: u64_at(0),
             arg: u64_at(8),
@@ -209,8 +209,8 @@ impl TraceHeader {
         if b[0..8] != MAGIC {
             return Err("not a bootprof trace (bad magic)");
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let u32_at = |i: usize| crate::le::u32_at(b, i);
+        let u64_at = |i: usize| crate::le::u64_at(b, i);
         if u32_at(8) != VERSION {
             return Err("unknown trace version");
         }
@@ -274,7 +274,7 @@ impl SiteEntry {
 
     /// Decodes 32 bytes.
     pub fn decode(b: &[u8; SITE_SIZE]) -> SiteEntry {
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u32_at = |i: usize| crate::le::u32_at(b, i);
         SiteEntry {
             id: u32_at(0),
             kind: b[4],
@@ -282,7 +282,7 @@ impl SiteEntry {
             function: u32_at(12),
             provider: u32_at(16),
             func_offset: u32_at(20),
-            address: u64::from_le_bytes(b[24..32].try_into().unwrap()),
+            address: crate::le::u64_at(b, 24),
         }
     }
 }
