@@ -1,7 +1,9 @@
-//! `bootprof`: the user-facing command. `bootprof list` prints a binary's probe-site table;
-//! `bootprof report` turns a trace into a report.
+//! `bootprof`: the user-facing command, a thin layer over `bootprof-report`. `bootprof run`
+//! records a program, `bootprof list` prints a binary's probe-site table, `bootprof report` turns
+//! a trace into a report.
 
-use bootprof_rewriter::report::Format;
+use bootprof_report::run::{Mode as RunMode, RunOptions};
+use bootprof_report::Format;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -69,71 +71,6 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum RunMode {
-    /// int3 over each site; hits go through a SIGTRAP handler.
-    Trap,
-    /// The call to each site's stub is put back; faster hits.
-    Call,
-}
-
-/// Runs the program with the recorder's environment; returns its exit code.
-#[allow(clippy::too_many_arguments)]
-fn run(
-    enable: Vec<String>,
-    notrace: Vec<String>,
-    mode: RunMode,
-    output: Option<PathBuf>,
-    buffer: Option<usize>,
-    points: bool,
-    command: Vec<std::ffi::OsString>,
-) -> Result<i32, String> {
-    use std::os::unix::process::ExitStatusExt;
-    let patterns = if enable.is_empty() {
-        "*".to_string()
-    } else {
-        enable.join(",")
-    };
-    let mut cmd = std::process::Command::new(&command[0]);
-    cmd.args(&command[1..])
-        .env("BOOTPROF_ENABLE", patterns)
-        .env(
-            "BOOTPROF_MODE",
-            match mode {
-                RunMode::Trap => "trap",
-                RunMode::Call => "call",
-            },
-        )
-        .env("BOOTPROF_RECORD", "1");
-    if !notrace.is_empty() {
-        cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
-    }
-    if let Some(o) = &output {
-        cmd.env("BOOTPROF_OUTPUT", o);
-    }
-    if let Some(b) = buffer {
-        cmd.env("BOOTPROF_BUFFER", b.to_string());
-    }
-    if points {
-        cmd.env("BOOTPROF_POINTS", "1");
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", command[0].to_string_lossy()))?;
-    let pid = child.id();
-    let status = child.wait().map_err(|e| e.to_string())?;
-    let trace = output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{pid}.trace")));
-    if !trace.exists() {
-        eprintln!(
-            "bootprof: no trace was written ({}): was the program linked by bootprof-link?",
-            trace.display()
-        );
-    }
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
-}
-
 fn main() {
     let cli = Cli::parse();
     match cli.command {
@@ -145,14 +82,22 @@ fn main() {
             buffer,
             points,
             command,
-        } => match run(enable, notrace, mode, output, buffer, points, command) {
+        } => match bootprof_report::run::run(RunOptions {
+            enable,
+            notrace,
+            mode,
+            output,
+            buffer,
+            points,
+            command,
+        }) {
             Ok(code) => std::process::exit(code),
             Err(e) => {
                 eprintln!("bootprof: error: {e}");
                 std::process::exit(1);
             }
         },
-        Command::List { json, binary } => match bootprof_rewriter::list::list(&binary) {
+        Command::List { json, binary } => match bootprof_report::list::list(&binary) {
             Ok(listing) => {
                 let text = if json {
                     listing.to_json()
@@ -175,13 +120,11 @@ fn main() {
             from_first_record,
             file,
         } => {
-            let options = bootprof_rewriter::report::Options {
+            let options = bootprof_report::Options {
                 from_first_record,
                 ..Default::default()
             };
-            if let Err(e) =
-                bootprof_rewriter::report::run(&file, format, output.as_deref(), &options)
-            {
+            if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {
                 eprintln!("bootprof: error: {e}");
                 std::process::exit(1);
             }

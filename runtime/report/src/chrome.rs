@@ -10,14 +10,14 @@
 //! ],"displayTimeUnit":"ns"}
 //! ```
 //!
-//! Frames are B/E pairs on their thread, in the order the [`timeline`](super::timeline) opens
+//! Frames are B/E pairs on their thread, in the order the [`timeline`](crate::timeline) opens
 //! and closes them, so they balance per thread: an EXIT without its ENTER is dropped, frames
 //! open at the end close at the last record's time. Waits are frames of category `wait`, blame
 //! frames `blame`, and the holder's frames copied under them `blamed`. EVENT, HOLD and RELEASE
 //! records are thread-scoped instant events. Times are microseconds with three decimals.
 
-use super::model::{Model, NameId};
-use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::model::{Model, NameId};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
 use bootprof_format::trace::{Record, RecordKind};
 use std::io::{self, Write};
 
@@ -122,29 +122,9 @@ impl Sink for Chrome<'_, '_> {
     }
 }
 
-/// Writes `s` as a JSON string.
+/// Writes `s` as a JSON string (escaped by serde_json).
 pub fn json_string(out: &mut dyn Write, s: &str) -> io::Result<()> {
-    out.write_all(b"\"")?;
-    let mut plain = 0;
-    for (i, c) in s.char_indices() {
-        let escape = match c {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            c if (c as u32) < 0x20 => None,
-            _ => continue,
-        };
-        out.write_all(&s.as_bytes()[plain..i])?;
-        match escape {
-            Some(e) => out.write_all(e.as_bytes())?,
-            None => write!(out, "\\u{:04x}", c as u32)?,
-        }
-        plain = i + c.len_utf8();
-    }
-    out.write_all(&s.as_bytes()[plain..])?;
-    out.write_all(b"\"")
+    serde_json::to_writer(out, s).map_err(io::Error::from)
 }
 
 #[cfg(test)]

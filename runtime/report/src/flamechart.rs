@@ -15,8 +15,8 @@
 //! ns, from the trace start, or with `--from-first-record` from the first record, to the last
 //! record; frames' start times count from the same zero).
 
-use super::model::{millis, Model, NameId};
-use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::model::{millis, Model, NameId};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
 use std::io::{self, Write};
 
 /// Frames narrower than this many pixels are left out.
@@ -71,7 +71,7 @@ impl Sink for Collect {
 }
 
 /// Writes the SVG.
-pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Result<()> {
+pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Result<()> {
     let width = f64::from(options.width.max(300));
     let chart = width - 2.0 * MARGIN;
     let zero = match m.trace.records.first() {

@@ -6,11 +6,11 @@
 //!
 //! The first frame is the thread's name (its tid when it has none). A wait shows as a
 //! `wait:<what>` frame, and the stacks of a thread blamed for it under
-//! `wait:<what> (blamed on <thread>)` (see [`holds`](super::holds)). Frame names have `;` turned
+//! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
 
-use super::model::{Model, NameId};
-use super::timeline::{self, Closed, Frame, Sink};
+use crate::model::{Model, NameId};
+use crate::timeline::{self, Closed, Frame, Sink};
 use std::collections::HashMap;
 use std::io::{self, Write};
 

@@ -22,7 +22,7 @@
 //!
 //! Time of W's wait not covered by the blamed interval stays a plain `wait:<what>`.
 
-use super::model::{Model, NameId, NO_NAME};
+use crate::model::{Model, NameId, NO_NAME};
 use bootprof_format::trace::RecordKind;
 use std::collections::HashMap;
 

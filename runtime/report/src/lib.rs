@@ -1,5 +1,6 @@
-//! `bootprof report`: the last step of the probe lifecycle. Takes a trace file; hands on text for
-//! people and files for other tools.
+//! bootprof's reports: the reading side of the probe lifecycle. [`list`] reads a linked
+//! binary's site table back and checks each site's NOP; [`run`] starts a program with the
+//! runtime's settings so that it records a trace; the rest turns a trace into reports.
 //!
 //! [`trace`] reads and checks the file -> [`model`] resolves names, threads and times ->
 //! [`holds`] finds the waits to blame on other threads' holds -> [`timeline`] walks the records
@@ -11,21 +12,25 @@
 //! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
 //! records themselves does not grow with the trace.
+#![deny(missing_docs)]
 
 pub mod chrome;
+pub mod error;
 pub mod flamechart;
 pub mod folded;
 pub mod holds;
+pub mod list;
 pub mod model;
 pub mod points;
+pub mod run;
 pub mod summary;
 pub mod text;
 pub mod timeline;
 pub mod trace;
 
+pub use error::{Error, Location, Result};
 pub use trace::{parse_trace, read_trace, Trace, TraceSite};
 
-use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::Path;
 
@@ -100,7 +105,12 @@ pub fn write_report(
 
 /// `bootprof report`: reads `input`, writes `format` to `output` (atomically: a temporary file
 /// in the same directory, renamed over it when complete) or to standard output.
-pub fn run(input: &Path, format: Format, output: Option<&Path>, options: &Options) -> Result<()> {
+pub fn report(
+    input: &Path,
+    format: Format,
+    output: Option<&Path>,
+    options: &Options,
+) -> Result<()> {
     let trace = read_trace(input)?;
     match output {
         None => {
@@ -114,26 +124,28 @@ pub fn run(input: &Path, format: Format, output: Option<&Path>, options: &Option
             }
         }
         Some(path) => {
-            let name = path
-                .file_name()
-                .ok_or_else(|| Error::Usage(format!("{}: not a file name", path.display())))?;
-            let mut tmp_name = std::ffi::OsString::from(".");
-            tmp_name.push(name);
-            tmp_name.push(format!(".tmp.{}", std::process::id()));
-            let tmp = path.with_file_name(tmp_name);
-            let written = (|| {
-                let file = std::fs::File::create(&tmp)?;
-                let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-                write_report(&trace, format, options, &mut out)?;
-                out.into_inner().map_err(|e| e.into_error())?.sync_all()
-            })();
-            match written.and_then(|()| std::fs::rename(&tmp, path)) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    Err(Error::io(path, e))
-                }
+            // A temporary file in the same directory, renamed over `path` when complete: a
+            // reader never sees half a report, and a failed report leaves the old one.
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if path.file_name().is_none() {
+                return Err(Error::Usage(format!("{}: not a file name", path.display())));
             }
+            let written = (|| {
+                let tmp = tempfile::Builder::new()
+                    .prefix(".bootprof-report.")
+                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                    .tempfile_in(dir)?;
+                let mut out = std::io::BufWriter::with_capacity(1 << 16, tmp);
+                write_report(&trace, format, options, &mut out)?;
+                let tmp = out.into_inner().map_err(|e| e.into_error())?;
+                tmp.as_file().sync_all()?;
+                tmp.persist(path).map_err(|e| e.error)?;
+                Ok(())
+            })();
+            written.map_err(|e: std::io::Error| Error::io(path, e))
         }
     }
 }

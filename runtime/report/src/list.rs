@@ -5,6 +5,7 @@ use crate::error::{Error, Location, Result};
 use bootprof_format::{self as format, Form, Kind};
 use object::read::elf::ElfFile64;
 use object::{LittleEndian as LE, Object, ObjectSection, ObjectSegment};
+use serde::ser::{SerializeMap, Serializer};
 use std::path::Path;
 
 /// One site of a linked binary.
@@ -41,24 +42,30 @@ pub struct Listing {
 
 /// Reads the site table of the binary at `path`.
 pub fn list(path: &Path) -> Result<Listing> {
-    let data = crate::gather::map(path)?;
+    let data = {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: the map is read-only and private; the binary is not expected to change while
+        // it is read (a concurrent writer could only make the listing wrong, not unsafe to use,
+        // as every read is bounds-checked).
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?
+    };
     let file = path.display().to_string();
     let at = |section: Option<&str>, offset: Option<u64>| Location {
         section: section.map(String::from),
         offset,
         ..Location::file(file.clone())
     };
-    if data.len() < 16 || &data[..4] != b"\x7fELF" {
+    if data.len() < 16 || !format::file::is_elf(&data) {
         return Err(Error::NotElf(at(None, None)));
     }
-    if data[4] != 2 || data[5] != 1 {
+    if !format::file::is_elf64_le(&data) {
         return Err(Error::Unsupported {
             at: at(None, None),
             what: "not a 64-bit little-endian ELF file".into(),
         });
     }
     let elf =
-        ElfFile64::<LE>::parse(&*data).map_err(|e| crate::scan::malformed(at(None, None), e))?;
+        ElfFile64::<LE>::parse(&*data).map_err(|e| Error::malformed_elf(at(None, None), e))?;
     if elf.architecture() != object::Architecture::X86_64 {
         return Err(Error::Unsupported {
             at: at(None, None),
@@ -94,10 +101,10 @@ pub fn list(path: &Path) -> Result<Listing> {
     {
         let bytes = section
             .data()
-            .map_err(|e| crate::scan::malformed(at(Some(format::SECTION_NAME), None), e))?;
+            .map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
         for site in format::sites(bytes, section.address()) {
             let site =
-                site.map_err(|e| crate::scan::malformed(at(Some(format::SECTION_NAME), None), e))?;
+                site.map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
             let len = site.form.len();
             let expected = format::disabled_bytes(site.kind, site.form);
             let nop = bytes_at(site.site, len).is_some_and(|b| b == &expected[..len]);
@@ -159,52 +166,68 @@ impl Listing {
         out
     }
 
-    /// The JSON form (see DESIGN.md).
+    /// The JSON form (see DESIGN.md): serde_json's compact form with a space after each `:` and
+    /// `,`, and one site per line.
     pub fn to_json(&self) -> String {
-        let mut out = format!(
-            "{{\"file\": {}, \"count\": {}, \"nop_ok\": {}, \"sites\": [",
-            json_str(&self.file),
-            self.sites.len(),
-            self.nop_count()
-        );
-        for (i, s) in self.sites.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&format!(
-                "\n  {{\"address\": {}, \"file_offset\": {}, \"kind\": \"{}\", \"form\": \"{}\", \"len\": {}, \"provider\": {}, \"name\": {}, \"function\": {}, \"func_offset\": {}, \"nop\": {}}}",
-                s.address,
-                s.file_offset.map_or("null".into(), |o| o.to_string()),
-                s.kind.name(),
-                s.form.name(),
-                s.form.len(),
-                s.provider.as_deref().map_or("null".into(), json_str),
-                json_str(&s.name),
-                s.function.as_deref().map_or("null".into(), json_str),
-                s.func_offset,
-                s.nop
-            ));
-        }
-        out.push_str("\n]}\n");
-        out
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, ListFormatter);
+        let written = (|| {
+            let mut map = ser.serialize_map(Some(4))?;
+            map.serialize_entry("file", &self.file)?;
+            map.serialize_entry("count", &self.sites.len())?;
+            map.serialize_entry("nop_ok", &self.nop_count())?;
+            map.serialize_entry("sites", &self.sites)?;
+            map.end()
+        })();
+        written.expect("writing JSON to memory cannot fail");
+        out.push(b'\n');
+        String::from_utf8(out).expect("serde_json writes UTF-8")
     }
 }
 
-/// A JSON string literal for `s`.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+impl serde::Serialize for ListedSite {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(10))?;
+        map.serialize_entry("address", &self.address)?;
+        map.serialize_entry("file_offset", &self.file_offset)?;
+        map.serialize_entry("kind", self.kind.name())?;
+        map.serialize_entry("form", self.form.name())?;
+        map.serialize_entry("len", &self.form.len())?;
+        map.serialize_entry("provider", &self.provider)?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("function", &self.function)?;
+        map.serialize_entry("func_offset", &self.func_offset)?;
+        map.serialize_entry("nop", &self.nop)?;
+        map.end()
     }
-    out.push('"');
-    out
+}
+
+/// The layout of `bootprof list --json`: `"key": value, "key": value` inside objects, and each
+/// element of the (one) array on a line of its own, indented by two spaces.
+struct ListFormatter;
+
+impl serde_json::ser::Formatter for ListFormatter {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        w.write_all(if first { b"" } else { b", " })
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        w.write_all(if first { b"\n  " } else { b",\n  " })
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\n]")
+    }
 }

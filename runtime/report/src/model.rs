@@ -6,8 +6,8 @@
 //! The trace starts at the header's start TSC, or at the first record if one is earlier.
 //! Nanoseconds are computed exactly from the TSC and its frequency.
 
-use super::holds::{self, Holds};
-use super::trace::Trace;
+use crate::holds::{self, Holds};
+use crate::trace::Trace;
 use bootprof_format::trace::{display_name, Record, RecordKind, NO_SITE};
 use std::collections::HashMap;
 

@@ -9,11 +9,11 @@
 //! ```
 //!
 //! A run counts when its frame closed by its own EXIT or was seen to have returned (see
-//! [`timeline`](super::timeline)); frames still open when the trace ends are left out, as are
+//! [`timeline`](crate::timeline)); frames still open when the trace ends are left out, as are
 //! waits and the copies of blamed threads' frames.
 
-use super::model::{Model, NameId};
-use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::model::{Model, NameId};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
 use std::collections::HashMap;
 use std::io::{self, Write};
 

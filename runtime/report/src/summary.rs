@@ -7,8 +7,8 @@
 //! waits included. Both include frames still open when the trace ends, and leave out the
 //! copies of blamed threads' frames (those are the holder's own time, counted there).
 
-use super::model::{millis, Model, NameId};
-use super::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::model::{millis, Model, NameId};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
 use bootprof_format::trace::{Record, RecordKind};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -89,7 +89,7 @@ impl Sink for Totals {
 }
 
 /// Writes the summary, showing `options.top` rows per table.
-pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Result<()> {
+pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Result<()> {
     let h = &m.trace.header;
     let totals = totals(m)?;
     writeln!(
@@ -146,12 +146,12 @@ pub fn write(m: &Model, options: &super::Options, out: &mut dyn Write) -> io::Re
         writeln!(out, "  ... and {} more", events.len() - options.top)?;
     }
     let records = &m.trace.records;
-    let span = |w: &super::holds::Wait| {
+    let span = |w: &crate::holds::Wait| {
         let start = m.ns(records[w.start].tsc);
         let end = w.end.map_or(m.end_ns, |e| m.ns(records[e].tsc));
         (start, end.saturating_sub(start))
     };
-    let mut waits: Vec<&super::holds::Wait> = m.holds.waits.iter().collect();
+    let mut waits: Vec<&crate::holds::Wait> = m.holds.waits.iter().collect();
     waits.sort_by_key(|w| std::cmp::Reverse(span(w).1));
     writeln!(out, "\nlongest waits")?;
     for w in waits.iter().take(options.top) {

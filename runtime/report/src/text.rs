@@ -16,7 +16,7 @@
 //! records show their kind and name: `EXIT f`, `EVENT app:start arg=0x7`, `WAIT root`,
 //! `UNWAIT root`, `HOLD root`, `RELEASE root`, `THREAD worker`.
 
-use super::model::{Model, NameId};
+use crate::model::{Model, NameId};
 use bootprof_format::trace::RecordKind;
 use std::io::{self, Write};
 

@@ -8,7 +8,7 @@
 //!   argument is the caller's address: if the instrumented function containing it is open on
 //!   the thread's stack, with only frames that never see an EXIT above it, those frames have
 //!   returned and are closed ([`Closed::Inferred`]) before the new one opens.
-//! * Blame ([`super::holds`]): while a waiting thread W is blamed on a holder H, W's
+//! * Blame ([`crate::holds`]): while a waiting thread W is blamed on a holder H, W's
 //!   `wait:<what>` frame is replaced by `wait:<what> (blamed on H)` and H's stack is copied on
 //!   top of it; every push and pop on H is repeated on W (and on whoever is blamed on W), as a
 //!   frame marked `mirrored`. A record of W's own that changes its stack ends the blame first.
@@ -16,7 +16,7 @@
 //!   Stacks deeper than [`MAX_DEPTH`] are not followed further (the frames are counted, not
 //!   shown), which keeps memory bounded for traces of ENTERs that never return.
 
-use super::model::{Model, NameId, NO_NAME};
+use crate::model::{Model, NameId, NO_NAME};
 use bootprof_format::trace::{Record, RecordKind};
 use std::io;
 
@@ -388,7 +388,7 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::{build::TraceBuilder, parse_trace};
+    use crate::trace::{build::TraceBuilder, parse_trace};
     use bootprof_format::Kind;
 
     /// Checks what every sink relies on: per lane, frames close innermost first, never before

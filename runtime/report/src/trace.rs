@@ -9,6 +9,7 @@
 //! the file** of the offending field, so `xxd -s OFFSET` shows it.
 
 use crate::error::{Error, Location, Result};
+use bootprof_format::le::u32_at;
 use bootprof_format::trace::{
     Record, SiteEntry, TraceHeader, HEADER_SIZE, MAGIC, NONE, NO_SITE, RECORD_SIZE, SITE_SIZE,
     THREAD_SIZE, VERSION,
@@ -301,11 +302,6 @@ fn part_end(start: u64, count: u64, size: usize) -> Option<u64> {
     start.checked_add(count.checked_mul(size as u64)?)
 }
 
-/// The little-endian u32 at `at`; the caller has checked the bounds.
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
 /// Writing traces: the encoder the tests (and benchmarks) use to make synthetic traces.
 pub mod build {
     use bootprof_format::trace::{Record, RecordKind, SiteEntry, TraceHeader, NONE, NO_SITE};
@@ -596,9 +592,9 @@ mod tests {
             }
             if let Ok(t) = parse_trace(&d, "t") {
                 read += 1;
-                for format in crate::report::Format::ALL {
+                for format in crate::Format::ALL {
                     let mut out = Vec::new();
-                    crate::report::write_report(&t, format, &Default::default(), &mut out).unwrap();
+                    crate::write_report(&t, format, &Default::default(), &mut out).unwrap();
                 }
             }
         }
