@@ -1,48 +1,10 @@
 //! The one error type of the rewriter. Every variant that concerns an input names the file, and,
 //! where known, the section, offset and symbol. Panics are reserved for bugs in this crate.
 
+pub use bootprof_format::location::Location;
 use std::path::PathBuf;
 
-/// Where in an input a problem lies; printed as `file: section `s` offset 0x..: symbol `x``.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Location {
-    /// The input file (for an archive member: `archive(member)`).
-    pub file: String,
-    /// The section name, if the problem is inside one.
-    pub section: Option<String>,
-    /// The offset in the section (or in the file when there is no section).
-    pub offset: Option<u64>,
-    /// The symbol concerned, if any.
-    pub symbol: Option<String>,
-}
-
-impl Location {
-    /// A location naming only the file.
-    pub fn file(file: impl Into<String>) -> Self {
-        Location {
-            file: file.into(),
-            ..Location::default()
-        }
-    }
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(s) = &self.section {
-            write!(f, ": section `{s}`")?;
-        }
-        if let Some(o) = self.offset {
-            write!(f, " offset {o:#x}")?;
-        }
-        if let Some(s) = &self.symbol {
-            write!(f, " symbol `{s}`")?;
-        }
-        Ok(())
-    }
-}
-
-/// Everything that can go wrong in `bootprof-link` and `bootprof`.
+/// Everything that can go wrong in `bootprof-link`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The input is not an ELF file at all.
@@ -127,6 +89,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A malformed ELF object: `what` is wrong at `at`.
+    pub fn malformed(at: Location, what: impl std::fmt::Display) -> Error {
+        Error::Malformed {
+            at,
+            format: "ELF",
+            what: what.to_string(),
+        }
+    }
+
     /// Shorthand for an I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io {

@@ -2,58 +2,33 @@
 //! per `BOOTPROF_PROBE`/`BOOTPROF_ENABLED`: where its 5-byte NOP is, where the enabled jump goes,
 //! which probe it belongs to) and turns each into a site of [`Form::Guard`].
 //!
-//! Takes the parsed object and the relocations of its guard section(s); hands on verified sites
-//! for [`crate::scan`]'s plan. A record is accepted only whole: `R_X86_64_PC32` at +0 to the NOP,
+//! Part of `patch`: takes the scanned object and the relocations of its guard section(s); hands
+//! on verified guard sites. A record is accepted only whole: `R_X86_64_PC32` at +0 to the NOP,
 //! `R_X86_64_PC32` at +4 to the jump's target, `R_X86_64_64` at +8 to a probe symbol; the NOP
 //! must be exactly `0f 1f 44 00 00` on an instruction boundary of an executable section, the
 //! target inside an executable section. A record whose three relocations are `R_X86_64_NONE` was
 //! rewritten already and is skipped (rewriting is idempotent); anything else is an error naming
 //! the record.
 
+use crate::elf::{reloc_name, Object, LE};
 use crate::error::{Error, Location, Result};
-use crate::patch;
-use crate::scan::{FileHeader64, GuardTarget, SiteInfo};
+use crate::scan::{GuardReloc, Scanned};
+use crate::site::{GuardTarget, SiteInfo};
 use bootprof_format::{Form, Kind, GUARD_RECORD_SIZE, GUARD_SECTION, NOP5};
 use object::elf;
-use object::read::elf::{SectionHeader, SectionTable, Sym, SymbolTable};
-use object::read::{SectionIndex, SymbolIndex};
-use object::LittleEndian as LE;
+use object::read::elf::{SectionHeader, Sym};
+use object::read::SymbolIndex;
 use std::collections::BTreeMap;
 
-/// One relocation of a guard section, as scan found it.
-pub(crate) struct GuardReloc {
-    /// The guard section's index.
-    pub section: usize,
-    /// The relocation section's index and the entry's index in it.
-    pub rela: (usize, usize),
-    pub r_offset: u64,
-    pub r_type: elf::RelocationType,
-    pub sym: usize,
-    pub addend: i64,
-}
-
-/// The object's view the guards need.
-pub(crate) struct Ctx<'a, 'd> {
-    pub file: &'a str,
-    pub data: &'d [u8],
-    pub sections: &'a SectionTable<'d, FileHeader64>,
-    pub symbols: &'a SymbolTable<'d, FileHeader64>,
-    /// The probe symbol's (kind, name) for each symbol index, when it is one.
-    pub probe: &'a dyn Fn(usize) -> Option<(Kind, &'a [u8])>,
-}
-
-/// Turns the relocations of the guard sections into guard sites. `sizes` gives each guard
-/// section's size.
-pub(crate) fn guards(
-    ctx: &Ctx<'_, '_>,
-    relocs: Vec<GuardReloc>,
-    sizes: &BTreeMap<usize, u64>,
-) -> Result<Vec<SiteInfo>> {
+/// Turns the relocations of the scanned object's guard sections into guard sites.
+pub(crate) fn guards(scanned: &Scanned<'_>) -> Result<Vec<SiteInfo>> {
+    let ctx = &scanned.object;
+    let sizes = &scanned.guard_sizes;
     let rec_at = |offset: u64, symbol: Option<String>| Location {
         section: Some(GUARD_SECTION.to_string()),
         offset: Some(offset),
         symbol,
-        ..Location::file(ctx.file)
+        ..Location::file(ctx.file.clone())
     };
     for (_, &size) in sizes.iter() {
         if size % GUARD_RECORD_SIZE as u64 != 0 {
@@ -64,8 +39,8 @@ pub(crate) fn guards(
         }
     }
     // (section, record) -> the relocations at +0, +4, +8.
-    let mut records: BTreeMap<(usize, u64), [Option<GuardReloc>; 3]> = BTreeMap::new();
-    for r in relocs {
+    let mut records: BTreeMap<(usize, u64), [Option<&GuardReloc>; 3]> = BTreeMap::new();
+    for r in &scanned.guard_relocs {
         if r.r_type == elf::R_X86_64_NONE {
             continue;
         }
@@ -81,7 +56,7 @@ pub(crate) fn guards(
                 rec_at(r.r_offset, None),
                 format!(
                     "unexpected relocation {} at record offset {}",
-                    patch::reloc_name(r.r_type),
+                    reloc_name(r.r_type),
                     r.r_offset % GUARD_RECORD_SIZE as u64
                 ),
             ));
@@ -103,7 +78,7 @@ pub(crate) fn guards(
                 "incomplete guard record (needs relocations at +0, +4 and +8)",
             ));
         };
-        let Some((kind, name)) = (ctx.probe)(probe.sym) else {
+        let Some((kind, name)) = scanned.probe_at(probe.sym).map(|p| (p.kind, &p.name[..])) else {
             return Err(bad(
                 rec_at(record + 8, None),
                 format!("names symbol #{}, which is not a probe symbol", probe.sym),
@@ -116,8 +91,8 @@ pub(crate) fn guards(
                 "a guard belongs to a named probe or an is-enabled test, with addend 0",
             ));
         }
-        let (sec, offset) = ctx.code_place(&site, rec_at(record, Some(symbol.clone())))?;
-        let text = ctx.text(sec)?;
+        let (sec, offset) = code_place(ctx, site, rec_at(record, Some(symbol.clone())))?;
+        let text = ctx.section_data(sec)?;
         let start = offset as usize;
         if text.get(start..start + 5) != Some(&NOP5[..]) {
             let bytes = text
@@ -132,7 +107,7 @@ pub(crate) fn guards(
                     section: Some(ctx.section_name(sec)),
                     offset: Some(offset),
                     symbol: Some(symbol),
-                    ..Location::file(ctx.file)
+                    ..Location::file(ctx.file.clone())
                 },
                 format!(
                     "the guard recorded at {GUARD_SECTION}+{record:#x} is not the 5-byte NOP \
@@ -140,7 +115,7 @@ pub(crate) fn guards(
                 ),
             ));
         }
-        let (target_sec, _) = ctx.code_place(&target, rec_at(record + 4, Some(symbol.clone())))?;
+        let (target_sec, _) = code_place(ctx, target, rec_at(record + 4, Some(symbol.clone())))?;
         let mut orig = [0u8; 8];
         orig[0] = 0xe9;
         out.push(SiteInfo {
@@ -167,77 +142,46 @@ pub(crate) fn guards(
 }
 
 fn bad(at: Location, what: impl Into<String>) -> Error {
-    Error::Malformed {
-        at,
-        format: "ELF",
-        what: what.into(),
-    }
+    Error::malformed(at, what.into())
 }
 
-impl Ctx<'_, '_> {
-    fn section_name(&self, index: usize) -> String {
-        self.sections
-            .section(SectionIndex(index))
-            .ok()
-            .and_then(|s| self.sections.section_name(LE, s).ok())
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_else(|| format!("#{index}"))
-    }
-
-    fn text(&self, index: usize) -> Result<&[u8]> {
-        let section = self
-            .sections
-            .section(SectionIndex(index))
-            .map_err(|e| bad(Location::file(self.file), e.to_string()))?;
-        section.data(LE, self.data).map_err(|e| {
+/// The executable section and offset a `sym + addend` field of a record points at.
+fn code_place(obj: &Object<'_>, r: &GuardReloc, at: Location) -> Result<(usize, u64)> {
+    let sym = obj
+        .symbols
+        .symbol(SymbolIndex(r.sym))
+        .map_err(|e| bad(at.clone(), e.to_string()))?;
+    let section = obj
+        .symbols
+        .symbol_section(LE, sym, SymbolIndex(r.sym))
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
             bad(
-                Location {
-                    section: Some(self.section_name(index)),
-                    ..Location::file(self.file)
-                },
-                e.to_string(),
-            )
-        })
-    }
-
-    /// The executable section and offset a `sym + addend` field of a record points at.
-    fn code_place(&self, r: &GuardReloc, at: Location) -> Result<(usize, u64)> {
-        let sym = self
-            .symbols
-            .symbol(SymbolIndex(r.sym))
-            .map_err(|e| bad(at.clone(), e.to_string()))?;
-        let section = self
-            .symbols
-            .symbol_section(LE, sym, SymbolIndex(r.sym))
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                bad(
-                    at.clone(),
-                    format!(
-                        "points at symbol #{}, which is not defined in a section",
-                        r.sym
-                    ),
-                )
-            })?;
-        let header = self
-            .sections
-            .section(section)
-            .map_err(|e| bad(at.clone(), e.to_string()))?;
-        let size = header.sh_size(LE);
-        let offset = sym.st_value(LE).wrapping_add(r.addend as u64);
-        if header.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 == 0
-            || header.sh_type(LE) == elf::SHT_NOBITS
-            || offset >= size
-        {
-            return Err(bad(
-                at,
+                at.clone(),
                 format!(
-                    "points at {}+{offset:#x}, which is not code",
-                    self.section_name(section.0)
+                    "points at symbol #{}, which is not defined in a section",
+                    r.sym
                 ),
-            ));
-        }
-        Ok((section.0, offset))
+            )
+        })?;
+    let header = obj
+        .sections
+        .section(section)
+        .map_err(|e| bad(at.clone(), e.to_string()))?;
+    let size = header.sh_size(LE);
+    let offset = sym.st_value(LE).wrapping_add(r.addend as u64);
+    if header.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 == 0
+        || header.sh_type(LE) == elf::SHT_NOBITS
+        || offset >= size
+    {
+        return Err(bad(
+            at,
+            format!(
+                "points at {}+{offset:#x}, which is not code",
+                obj.section_name(section.0)
+            ),
+        ));
     }
+    Ok((section.0, offset))
 }

@@ -1,186 +1,221 @@
-//! Verify-and-patch: decides whether the bytes under a relocation against a probe symbol are one
-//! of the call forms we rewrite, and which NOP replaces them.
-//!
-//! Takes a text section's bytes and one relocation; hands on a [`Recognised`] verdict. The bytes
-//! written for each form are in [`bootprof_format::disabled_bytes`], with their before/after table.
+//! Patch (verify): takes [`Scanned`]; decodes the bytes under each candidate relocation, checks
+//! that each site is a whole instruction of its function, reads the guards' records, and places
+//! every site in its function. Hands on a [`Plan`]: the verified sites with their NOP forms, and
+//! the references that are not sites. Nothing is written here: `emit` writes the NOPs.
 
+use crate::decode::{self, Recognised};
+use crate::elf::{reloc_name, Object};
+use crate::error::{Error, Location, Result};
+use crate::functions::{enclosing, functions_in, starts_inside, symbol_inside_site, Func};
+use crate::guard;
+use crate::scan::{Candidate, Scanned};
+use crate::site::{NotASite, ProbeSymbol, SiteInfo};
 use bootprof_format::Form;
-use iced_x86::{Code, Decoder, DecoderOptions, Register};
-use object::elf;
+use std::collections::BTreeMap;
 
-/// What the bytes under a relocation against a probe symbol are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recognised {
-    /// A site: the instruction starts at `start` (a section offset) and has this form.
-    Site {
-        /// Offset of the instruction's first byte.
-        start: usize,
-        /// Its form.
-        form: Form,
-    },
-    /// Not a call or jump (address taken, a GOT load, data): leave the relocation as it is.
-    NotASite(&'static str),
-    /// A relocation type that only calls and jumps use, on bytes that are not a call or jump:
-    /// the object is corrupt or not what the compiler would emit.
-    BadCall,
+/// What [`verify`] found in one object.
+#[derive(Debug, Default)]
+pub struct Plan<'d> {
+    /// The sites, in section and offset order.
+    pub sites: Vec<SiteInfo>,
+    /// Probe symbols referenced (undefined) by the object.
+    pub referenced: Vec<ProbeSymbol>,
+    /// Probe symbols the object defines (no stub is generated for them).
+    pub defined: Vec<Vec<u8>>,
+    /// Relocations against probe symbols that are not sites.
+    pub not_sites: Vec<NotASite>,
+    /// Number of relocation entries in the object.
+    pub relocations: usize,
+    /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
+    pub uses_runtime: bool,
+    /// The parsed object, kept for the writer when there are sites.
+    pub object: Option<Object<'d>>,
 }
 
-/// Name of an x86-64 relocation type, for messages.
-pub(crate) fn reloc_name(r_type: elf::RelocationType) -> &'static str {
-    match r_type {
-        elf::R_X86_64_NONE => "R_X86_64_NONE",
-        elf::R_X86_64_64 => "R_X86_64_64",
-        elf::R_X86_64_PC32 => "R_X86_64_PC32",
-        elf::R_X86_64_PLT32 => "R_X86_64_PLT32",
-        elf::R_X86_64_GOTPCREL => "R_X86_64_GOTPCREL",
-        elf::R_X86_64_32 => "R_X86_64_32",
-        elf::R_X86_64_32S => "R_X86_64_32S",
-        elf::R_X86_64_PC64 => "R_X86_64_PC64",
-        elf::R_X86_64_GOTPCRELX => "R_X86_64_GOTPCRELX",
-        elf::R_X86_64_REX_GOTPCRELX => "R_X86_64_REX_GOTPCRELX",
-        _ => "R_X86_64_?",
+/// A candidate whose bytes are a call or jump of `form` starting at `start`, and the offset its
+/// function starts at (where decoding for the boundary check begins).
+struct Call<'c> {
+    candidate: &'c Candidate,
+    start: usize,
+    form: Form,
+    from: usize,
+}
+
+/// Verifies the candidates and guards of `scanned`.
+pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
+    let mut not_sites = std::mem::take(&mut scanned.not_sites);
+    let mut guard_sites = guard::guards(&scanned)?;
+    let mut wanted: BTreeMap<usize, ()> = scanned.candidates.keys().map(|&k| (k, ())).collect();
+    wanted.extend(guard_sites.iter().map(|g| (g.section, ())));
+    let funcs_by_section = functions_in(&scanned.object.symbols, &wanted);
+    let funcs_of = |sec: usize| funcs_by_section.get(&sec).map_or(&[][..], Vec::as_slice);
+    let mut sites = Vec::new();
+    for (&sec, candidates) in &scanned.candidates {
+        let mut candidates: Vec<&Candidate> = candidates.iter().collect();
+        candidates.sort_by_key(|c| c.r_offset);
+        let text = scanned.object.section_data(sec)?;
+        let funcs = funcs_of(sec);
+        let recognised = recognise_all(&scanned, sec, text, funcs, &candidates, &mut not_sites)?;
+        check_boundaries(
+            &scanned,
+            sec,
+            text,
+            funcs,
+            recognised,
+            &mut sites,
+            &mut not_sites,
+        )?;
+    }
+    for g in &mut guard_sites {
+        place_guard(&scanned.object, g, funcs_of(g.section))?;
+    }
+    if !guard_sites.is_empty() {
+        sites.extend(guard_sites);
+        sites.sort_by_key(|s| (s.section, s.offset));
+    }
+    Ok(Plan {
+        object: (!sites.is_empty()).then_some(scanned.object),
+        sites,
+        referenced: scanned.referenced,
+        defined: scanned.defined,
+        not_sites,
+        relocations: scanned.relocations,
+        uses_runtime: scanned.uses_runtime,
+    })
+}
+
+/// Where candidate `c` of section `sec` is, for messages.
+fn candidate_at(scanned: &Scanned<'_>, sec: usize, offset: u64, c: &Candidate) -> Location {
+    Location {
+        offset: Some(offset),
+        symbol: Some(String::from_utf8_lossy(&scanned.probes[c.probe as usize].name).into_owned()),
+        ..scanned.object.at(Some(sec))
     }
 }
 
-/// Looks at the bytes of `text` under a relocation of type `r_type` at `r_offset` with `addend`.
-///
-/// Only the forms of the prior-art table are accepted, and each is decoded with iced-x86 to make
-/// sure the bytes are exactly that instruction: `e8`/`e9` + rel32 with `R_X86_64_PLT32` or
-/// `R_X86_64_PC32`, and `ff 15`/`ff 25` + RIP-relative disp32 with one of the GOTPCREL types. The
-/// relocation must cover the last four bytes of the instruction (addend -4).
-pub(crate) fn recognise(
+/// Decodes the bytes under each candidate of section `sec`: calls and jumps go on, other
+/// references become not-sites, and a call-only relocation on other bytes is an error.
+fn recognise_all<'c>(
+    scanned: &Scanned<'_>,
+    sec: usize,
     text: &[u8],
-    r_offset: usize,
-    r_type: elf::RelocationType,
-    addend: i64,
-) -> Recognised {
-    let (start, form) = match r_type {
-        elf::R_X86_64_PLT32 | elf::R_X86_64_PC32 => {
-            let form = match r_offset.checked_sub(1).map(|s| text[s]) {
-                Some(0xe8) => Form::CallRel32,
-                Some(0xe9) => Form::JmpRel32,
-                _ if r_type == elf::R_X86_64_PLT32 => return Recognised::BadCall,
-                _ => return Recognised::NotASite("address taken (not a call or jump)"),
-            };
-            (r_offset - 1, form)
+    funcs: &[Func<'_>],
+    candidates: &[&'c Candidate],
+    not_sites: &mut Vec<NotASite>,
+) -> Result<Vec<Call<'c>>> {
+    let mut out = Vec::new();
+    for &c in candidates {
+        let r_offset = c.r_offset as usize;
+        match decode::recognise(text, r_offset, c.r_type, c.addend) {
+            Recognised::Site { start, form } => {
+                let from = enclosing(funcs, start as u64).map_or(0, |f| f.value as usize);
+                out.push(Call {
+                    candidate: c,
+                    start,
+                    form,
+                    from,
+                });
+            }
+            Recognised::NotASite(why) => not_sites.push(NotASite {
+                at: candidate_at(scanned, sec, c.r_offset, c),
+                why,
+            }),
+            Recognised::BadCall => {
+                let lo = r_offset.saturating_sub(2);
+                let bytes = text[lo..r_offset + 4]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                return Err(Error::NotACall {
+                    at: candidate_at(scanned, sec, c.r_offset, c),
+                    reloc: reloc_name(c.r_type),
+                    bytes,
+                });
+            }
         }
-        elf::R_X86_64_GOTPCREL | elf::R_X86_64_GOTPCRELX | elf::R_X86_64_REX_GOTPCRELX => {
-            let form = match r_offset.checked_sub(2).map(|s| &text[s..r_offset]) {
-                Some([0xff, 0x15]) => Form::CallGot,
-                Some([0xff, 0x25]) => Form::JmpGot,
-                _ => return Recognised::NotASite("a GOT load, not a call or jump through the GOT"),
-            };
-            (r_offset - 2, form)
-        }
-        _ => return Recognised::NotASite("a data or absolute relocation"),
-    };
-    if addend != -4 {
-        return if r_type == elf::R_X86_64_PLT32 {
-            Recognised::BadCall
-        } else {
-            Recognised::NotASite("a call to an offset from the symbol")
-        };
     }
-    let mut decoder = Decoder::with_ip(64, &text[start..], start as u64, DecoderOptions::NONE);
-    let insn = decoder.decode();
-    let code_ok = match form {
-        Form::CallRel32 => insn.code() == Code::Call_rel32_64,
-        Form::JmpRel32 => insn.code() == Code::Jmp_rel32_64,
-        Form::CallGot => insn.code() == Code::Call_rm64 && insn.memory_base() == Register::RIP,
-        Form::JmpGot => insn.code() == Code::Jmp_rm64 && insn.memory_base() == Register::RIP,
-        Form::Guard => false,
-    };
-    if !code_ok || insn.len() != form.len() {
-        return Recognised::BadCall;
-    }
-    Recognised::Site { start, form }
+    Ok(out)
 }
 
-/// Checks that each of `starts` (sorted offsets in `text`) is an instruction boundary when
-/// `text` is decoded linearly from `from`. Returns one flag per start.
-///
-/// Compiler output on x86-64 keeps no data inside functions, so decoding from the function's
-/// first byte reaches every instruction; a start that decoding steps over is not an instruction.
-pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize]) -> Vec<bool> {
-    let mut ok = vec![false; starts.len()];
-    let Some(code) = text.get(from..) else {
-        return ok;
-    };
-    let mut decoder = Decoder::with_ip(64, code, from as u64, DecoderOptions::NONE);
-    let mut pos = from;
-    for (i, &s) in starts.iter().enumerate() {
-        while pos < s && decoder.can_decode() {
-            let insn = decoder.decode();
-            if insn.is_invalid() {
-                return ok;
+/// Checks that each recognised call is on an instruction boundary (one linear decode per
+/// function) and that no symbol starts inside it; hands the good ones on as sites.
+fn check_boundaries(
+    scanned: &Scanned<'_>,
+    sec: usize,
+    text: &[u8],
+    funcs: &[Func<'_>],
+    recognised: Vec<Call<'_>>,
+    sites: &mut Vec<SiteInfo>,
+    not_sites: &mut Vec<NotASite>,
+) -> Result<()> {
+    let section_name = scanned.object.section_name(sec);
+    for group in recognised.chunk_by(|a, b| a.from == b.from) {
+        let starts: Vec<usize> = group.iter().map(|v| v.start).collect();
+        let ok = decode::on_boundaries(text, group[0].from, &starts);
+        for (v, ok) in group.iter().zip(ok) {
+            let c = v.candidate;
+            if !ok {
+                not_sites.push(NotASite {
+                    at: candidate_at(scanned, sec, c.r_offset, c),
+                    why: "not on an instruction boundary when decoded from the function start",
+                });
+                continue;
             }
-            pos += insn.len();
+            let (start, form) = (v.start, v.form);
+            if let Some(inside) = starts_inside(funcs, start as u64, form.len() as u64) {
+                return Err(symbol_inside_site(
+                    candidate_at(scanned, sec, start as u64, c),
+                    inside,
+                ));
+            }
+            let probe = &scanned.probes[c.probe as usize];
+            let func = enclosing(funcs, start as u64);
+            let mut orig = [0u8; 8];
+            orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
+            // The displacement as compiled is zero (RELA); keep it so, whatever was there.
+            orig[form.len() - 4..form.len()].fill(0);
+            sites.push(SiteInfo {
+                section: sec,
+                section_name: section_name.clone(),
+                offset: start as u64,
+                form,
+                kind: probe.kind,
+                symbol: probe.name.clone(),
+                function: func.map(|f| f.name.to_vec()).unwrap_or_default(),
+                func_offset: start as u64 - func.map_or(0, |f| f.value),
+                rela: c.rela,
+                symbol_index: c.symbol_index,
+                orig,
+                guard: None,
+            });
         }
-        ok[i] = pos == s;
     }
-    ok
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forms() {
-        let text = [
-            0x55, 0xe8, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0, 0xff, 0x15, 0, 0, 0, 0,
-        ];
-        assert_eq!(
-            recognise(&text, 2, elf::R_X86_64_PLT32, -4),
-            Recognised::Site {
-                start: 1,
-                form: Form::CallRel32
-            }
-        );
-        assert_eq!(
-            recognise(&text, 7, elf::R_X86_64_PLT32, -4),
-            Recognised::Site {
-                start: 6,
-                form: Form::JmpRel32
-            }
-        );
-        assert_eq!(
-            recognise(&text, 13, elf::R_X86_64_GOTPCRELX, -4),
-            Recognised::Site {
-                start: 11,
-                form: Form::CallGot
-            }
-        );
-        assert_eq!(on_boundaries(&text, 0, &[1, 6, 11]), vec![true, true, true]);
-        assert_eq!(on_boundaries(&text, 0, &[2]), vec![false]);
-    }
-
-    #[test]
-    fn not_sites() {
-        // lea sym(%rip), %rax
-        let lea = [0x48, 0x8d, 0x05, 0, 0, 0, 0];
-        assert!(matches!(
-            recognise(&lea, 3, elf::R_X86_64_PC32, -4),
-            Recognised::NotASite(_)
+/// Checks that guard `g`'s NOP is an instruction of its function, as any site, and names the
+/// function.
+fn place_guard(obj: &Object<'_>, g: &mut SiteInfo, funcs: &[Func<'_>]) -> Result<()> {
+    let func = enclosing(funcs, g.offset);
+    let from = func.map_or(0, |f| f.value as usize);
+    let text = obj.section_data(g.section)?;
+    let where_ = || Location {
+        section: Some(g.section_name.clone()),
+        offset: Some(g.offset),
+        symbol: Some(String::from_utf8_lossy(&g.symbol).into_owned()),
+        ..Location::file(obj.file.clone())
+    };
+    if !decode::on_boundaries(text, from, &[g.offset as usize])[0] {
+        return Err(Error::malformed(
+            where_(),
+            "a guard's NOP is not on an instruction boundary when decoded from the function start",
         ));
-        // mov sym@GOTPCREL(%rip), %rax
-        let mov = [0x48, 0x8b, 0x05, 0, 0, 0, 0];
-        assert!(matches!(
-            recognise(&mov, 3, elf::R_X86_64_REX_GOTPCRELX, -4),
-            Recognised::NotASite(_)
-        ));
-        assert_eq!(
-            recognise(&lea, 3, elf::R_X86_64_PLT32, -4),
-            Recognised::BadCall
-        );
-        let call = [0xe8, 0, 0, 0, 0];
-        assert_eq!(
-            recognise(&call, 1, elf::R_X86_64_PLT32, 0),
-            Recognised::BadCall
-        );
-        assert_eq!(
-            recognise(&call, 0, elf::R_X86_64_PLT32, -4),
-            Recognised::BadCall
-        );
     }
+    if let Some(inside) = starts_inside(funcs, g.offset, 5) {
+        return Err(symbol_inside_site(where_(), inside));
+    }
+    g.function = func.map(|f| f.name.to_vec()).unwrap_or_default();
+    g.func_offset = g.offset - func.map_or(0, |f| f.value);
+    Ok(())
 }

@@ -1,13 +1,16 @@
-//! The runtime library as `bootprof-link` links it: takes `libbootprof_runtime.a` (a Rust
-//! staticlib, tens of megabytes with the standard library); hands on one small relocatable object
-//! made from it once and cached beside it, so each link pulls a megabyte of code instead of
-//! searching the archive.
+//! The runtime library as `bootprof-link` links it: takes the link line and
+//! `libbootprof_runtime.a` (a Rust staticlib, tens of megabytes with the standard library); hands
+//! on the arguments that link it: one small relocatable object made from the archive once and
+//! cached beside it, so each link pulls a megabyte of code instead of searching the archive.
 //!
 //! The object is a partial link (`ld -r --gc-sections`) rooted at every `bootprof_*` symbol the
 //! archive's index defines (the C API and the registration entry points: the list comes from the
 //! archive, so it cannot drift from the runtime), then stripped of debug information and of the
 //! LLVM bitcode the standard library carries. If any step fails, the archive itself is linked.
 
+use crate::args::LinkLine;
+use crate::error::{Error, Result};
+use crate::stubs::{REGISTER_SYMBOL, UNREGISTER_SYMBOL};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,18 +44,29 @@ pub fn prelinked(archive: &Path) -> Option<PathBuf> {
     }
     let data = std::fs::read(archive).ok()?;
     let roots = entry_points(&data);
-    if !roots.iter().any(|r| r == crate::stubs::REGISTER_SYMBOL) {
+    if !roots.iter().any(|r| r == REGISTER_SYMBOL) {
         return None;
     }
-    let pid = std::process::id();
-    let partial = cached.with_extension(format!("partial.{pid}.o"));
-    let stripped = cached.with_extension(format!("stripped.{pid}.o"));
+    // Both steps write temporaries beside the cache, the second renamed over it: links running
+    // at the same time never see half an object.
+    let temporary = |tag: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        tempfile::Builder::new()
+            .prefix(&format!("libbootprof_runtime.{tag}."))
+            .suffix(".o")
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(cached.parent()?)
+            .ok()
+            .map(tempfile::NamedTempFile::into_temp_path)
+    };
+    let partial = temporary("partial")?;
+    let stripped = temporary("stripped")?;
     let mut ld = Command::new("ld");
     ld.args(["-r", "--gc-sections"]);
     for r in &roots {
         ld.arg("-u").arg(r);
     }
-    ld.arg(archive).arg("-o").arg(&partial);
+    ld.arg(archive).arg("-o").arg(&*partial);
     let ok = ld.output().is_ok_and(|o| o.status.success())
         && Command::new("objcopy")
             .args([
@@ -60,12 +74,66 @@ pub fn prelinked(archive: &Path) -> Option<PathBuf> {
                 "--remove-section=.llvmcmd",
                 "--strip-debug",
             ])
-            .arg(&partial)
-            .arg(&stripped)
+            .arg(&*partial)
+            .arg(&*stripped)
             .output()
-            .is_ok_and(|o| o.status.success())
-        && std::fs::rename(&stripped, &cached).is_ok();
-    let _ = std::fs::remove_file(&partial);
-    let _ = std::fs::remove_file(&stripped);
-    ok.then_some(cached)
+            .is_ok_and(|o| o.status.success());
+    (ok && stripped.persist(&cached).is_ok()).then_some(cached)
+}
+
+/// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
+/// shared objects (their tables register with the executable's runtime), for links without the
+/// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
+pub fn runtime_args(line: &LinkLine) -> Result<Vec<String>> {
+    // `-u` pulls the runtime's entry points in (the stubs refer to them only weakly); shared
+    // objects loaded later find the executable's copies by their exports.
+    let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
+    let with_register = |middle: Vec<String>| {
+        let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
+        v.extend(middle);
+        v.extend(
+            entry_points
+                .iter()
+                .map(|s| format!("-Wl,--export-dynamic-symbol={s}")),
+        );
+        v
+    };
+    let shared_or_bare = line.args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-shared" | "-nostdlib" | "-nodefaultlibs" | "-r"
+        )
+    });
+    if line.options.no_runtime || shared_or_bare {
+        return Ok(Vec::new());
+    }
+    if line.args.iter().any(|a| a.ends_with(".rlib")) {
+        // A Rust program has the runtime when it depends on the crate (one std is enough).
+        let has_runtime = line.args.iter().any(|a| {
+            std::path::Path::new(a)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libbootprof_runtime-") && n.ends_with(".rlib"))
+        });
+        return Ok(if has_runtime {
+            with_register(Vec::new())
+        } else {
+            Vec::new()
+        });
+    }
+    let lib = match std::env::var_os("BOOTPROF_RUNTIME") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()
+            .map_err(|e| Error::io("/proc/self/exe", e))?
+            .with_file_name("libbootprof_runtime.a"),
+    };
+    if !lib.is_file() {
+        return Err(Error::Usage(format!(
+            "the runtime library {} is missing: build it (cargo build -p bootprof-runtime), point \
+             BOOTPROF_RUNTIME at it, or link without it (--no-runtime)",
+            lib.display()
+        )));
+    }
+    let lib = prelinked(&lib).unwrap_or(lib);
+    Ok(with_register(vec![lib.display().to_string(), "-lm".into()]))
 }

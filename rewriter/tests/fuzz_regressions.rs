@@ -48,11 +48,11 @@ fn rewrite_object_returns_on_every_fuzz_input() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
             // Whatever is rewritten must be accepted again, and left as it is (idempotence).
-            if let Ok(bootprof_rewriter::Rewritten {
+            if let Ok(bootprof_link::Rewritten {
                 bytes: Some(out), ..
-            }) = bootprof_rewriter::rewrite_object(&data, &name)
+            }) = bootprof_link::rewrite_object(&data, &name)
             {
-                match bootprof_rewriter::rewrite_object(&out, &name) {
+                match bootprof_link::rewrite_object(&out, &name) {
                     Ok(again) => {
                         assert!(again.bytes.is_none(), "rewriting twice changed the object")
                     }
@@ -101,7 +101,7 @@ fn guard_objects_rewrite_once() {
         };
         assert!(st.success(), "cc {flags:?} {}", src.display());
         let data = std::fs::read(&obj).unwrap();
-        let first = bootprof_rewriter::rewrite_object(&data, "main.o").unwrap();
+        let first = bootprof_link::rewrite_object(&data, "main.o").unwrap();
         let guards = first
             .sites
             .iter()
@@ -133,7 +133,7 @@ fn guard_objects_rewrite_once() {
         let isenabled = names(true, bootprof_format::Kind::IsEnabled);
         assert_eq!(isenabled.len(), 2, "{flags:?}");
         assert!(guards >= 13, "{flags:?}: {guards} guards");
-        let again = bootprof_rewriter::rewrite_object(&first.bytes.unwrap(), "main.o").unwrap();
+        let again = bootprof_link::rewrite_object(&first.bytes.unwrap(), "main.o").unwrap();
         assert!(
             again.bytes.is_none() && again.sites.is_empty(),
             "{flags:?}: rewritten twice"

@@ -26,7 +26,7 @@ fn tools() -> &'static PathBuf {
             "build",
             "-q",
             "-p",
-            "bootprof-rewriter",
+            "bootprof-link",
             "-p",
             "bootprof-runtime",
         ])

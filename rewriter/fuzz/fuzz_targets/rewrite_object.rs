@@ -8,13 +8,13 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(first) = bootprof_rewriter::rewrite_object(data, "fuzz.o") else {
+    let Ok(first) = bootprof_link::rewrite_object(data, "fuzz.o") else {
         return;
     };
     let Some(bytes) = first.bytes else {
         return;
     };
-    match bootprof_rewriter::rewrite_object(&bytes, "fuzz.o") {
+    match bootprof_link::rewrite_object(&bytes, "fuzz.o") {
         Ok(second) => assert!(
             second.bytes.is_none(),
             "rewriting is not idempotent: the rewritten object ({} sites) was rewritten again \

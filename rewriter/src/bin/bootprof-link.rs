@@ -4,7 +4,7 @@
 //! driver (`-C linker=bootprof-link`, `CMAKE_C_LINKER_LAUNCHER=bootprof-link`) with the real
 //! driver in `BOOTPROF_CC` (default `cc`). See DESIGN.md for the options.
 
-use bootprof_rewriter::Error;
+use bootprof_link::Error;
 
 const HELP: &str = "\
 usage: bootprof-link [OPTIONS] [DRIVER] ARGS...
@@ -31,12 +31,12 @@ fn main() {
         print!("{HELP}");
         return;
     }
-    match bootprof_rewriter::run_link(argv) {
+    match bootprof_link::run_link(argv) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("bootprof-link: error: {e}");
             let code = match e {
-                Error::Command { status, .. } => bootprof_rewriter::link::exit_code(status),
+                Error::Command { status, .. } => bootprof_link::driver::exit_code(status),
                 _ => 1,
             };
             std::process::exit(code);

@@ -26,7 +26,7 @@ fn bzip2_lz4_and_the_sqlite3_shell_pass_their_own_checks() {
     let link = link_bin();
     let bin_dir = std::path::Path::new(link).parent().unwrap();
     assert_eq!(
-        std::path::Path::new(BOOTPROF).parent().unwrap(),
+        std::path::Path::new(&BOOTPROF).parent().unwrap(),
         bin_dir,
         "bootprof and bootprof-link in one directory"
     );

@@ -939,7 +939,7 @@ fn flamechart_screenshot() {
 /// blamed wait every 10,000.
 ///
 /// ```text
-/// BOOTPROF_BIG_TRACE=/tmp/big.trace cargo test --release -p bootprof-rewriter \
+/// BOOTPROF_BIG_TRACE=/tmp/big.trace cargo test --release -p bootprof-link \
 ///     --test integration report::big_trace -- --ignored
 /// time target/release/bootprof report --format folded -o /tmp/big.folded /tmp/big.trace
 /// ```

@@ -10,35 +10,51 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The `bootprof-link` binary under test. The first call also makes sure the runtime library it
-/// links into every program sits beside it: `cargo test` builds binaries but not other packages'
-/// static libraries, so on a fresh checkout it is built here, once, for the same profile.
+/// The `bootprof-link` binary under test. The first call also makes sure the other parts it
+/// works with sit beside it: the runtime library it links into every program, and the `bootprof`
+/// command (another package of the workspace). `cargo test` builds only this package's binaries,
+/// so on a fresh checkout they are built here, once, for the same profile.
 pub fn link_bin() -> &'static str {
     static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     const LINK: &str = env!("CARGO_BIN_EXE_bootprof-link");
     READY.get_or_init(|| {
         let lib = Path::new(LINK).with_file_name("libbootprof_runtime.a");
+        let tool = Path::new(LINK).with_file_name("bootprof");
         let release = Path::new(LINK)
             .parent()
             .and_then(|d| d.file_name())
             .is_some_and(|n| n == "release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "bootprof-runtime"])
+        cmd.args(["build", "-q", "-p", "bootprof-runtime", "-p", "bootprof"])
             .current_dir(repo_root());
         if release {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("cannot run cargo to build the runtime");
         assert!(
-            status.success() && lib.is_file(),
-            "building {} failed",
-            lib.display()
+            status.success() && lib.is_file() && tool.is_file(),
+            "building {} and {} failed",
+            lib.display(),
+            tool.display()
         );
     });
     LINK
 }
-/// The `bootprof` binary under test (`bootprof list`).
-pub const BOOTPROF: &str = env!("CARGO_BIN_EXE_bootprof");
+
+/// The `bootprof` command under test (`bootprof list`, `run`, `report`): beside `bootprof-link`,
+/// built by [`link_bin`] on first use.
+pub struct Bootprof;
+
+/// The `bootprof` command under test, usable wherever a program name is.
+pub const BOOTPROF: Bootprof = Bootprof;
+
+impl AsRef<OsStr> for Bootprof {
+    fn as_ref(&self) -> &OsStr {
+        static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        PATH.get_or_init(|| Path::new(link_bin()).with_file_name("bootprof"))
+            .as_os_str()
+    }
+}
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

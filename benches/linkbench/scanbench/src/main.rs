@@ -25,7 +25,7 @@ fn main() {
     let pass = || {
         let (mut relocations, mut sites) = (0, 0);
         for (name, data) in &inputs {
-            let r = bootprof_rewriter::rewrite_object(data, name)
+            let r = bootprof_link::rewrite_object(data, name)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             relocations += r.relocations;
             sites += r.sites.len();

@@ -1,0 +1,177 @@
+//! Instruction decoding for `patch`: decides whether the bytes under a relocation against a probe
+//! symbol are one of the call forms we rewrite, and whether an offset is an instruction boundary.
+//!
+//! Takes a text section's bytes and one relocation; hands on a [`Recognised`] verdict. The
+//! opcodes of each form are [`Form::opcode`]; the bytes written for each are in
+//! [`bootprof_format::disabled_bytes`], with their before/after table.
+
+use bootprof_format::Form;
+use iced_x86::{Code, Decoder, DecoderOptions, Register};
+use object::elf;
+
+/// What the bytes under a relocation against a probe symbol are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recognised {
+    /// A site: the instruction starts at `start` (a section offset) and has this form.
+    Site {
+        /// Offset of the instruction's first byte.
+        start: usize,
+        /// Its form.
+        form: Form,
+    },
+    /// Not a call or jump (address taken, a GOT load, data): leave the relocation as it is.
+    NotASite(&'static str),
+    /// A relocation type that only calls and jumps use, on bytes that are not a call or jump:
+    /// the object is corrupt or not what the compiler would emit.
+    BadCall,
+}
+
+/// Looks at the bytes of `text` under a relocation of type `r_type` at `r_offset` with `addend`.
+///
+/// Only the forms of the prior-art table are accepted, and each is decoded with iced-x86 to make
+/// sure the bytes are exactly that instruction: `e8`/`e9` + rel32 with `R_X86_64_PLT32` or
+/// `R_X86_64_PC32`, and `ff 15`/`ff 25` + RIP-relative disp32 with one of the GOTPCREL types. The
+/// relocation must cover the last four bytes of the instruction (addend -4).
+pub(crate) fn recognise(
+    text: &[u8],
+    r_offset: usize,
+    r_type: elf::RelocationType,
+    addend: i64,
+) -> Recognised {
+    let (start, form) = match r_type {
+        elf::R_X86_64_PLT32 | elf::R_X86_64_PC32 => {
+            let form = match opcode_before(text, r_offset, [Form::CallRel32, Form::JmpRel32]) {
+                Some(form) => form,
+                None if r_type == elf::R_X86_64_PLT32 => return Recognised::BadCall,
+                None => return Recognised::NotASite("address taken (not a call or jump)"),
+            };
+            (r_offset - form.opcode().len(), form)
+        }
+        elf::R_X86_64_GOTPCREL | elf::R_X86_64_GOTPCRELX | elf::R_X86_64_REX_GOTPCRELX => {
+            let Some(form) = opcode_before(text, r_offset, [Form::CallGot, Form::JmpGot]) else {
+                return Recognised::NotASite("a GOT load, not a call or jump through the GOT");
+            };
+            (r_offset - form.opcode().len(), form)
+        }
+        _ => return Recognised::NotASite("a data or absolute relocation"),
+    };
+    if addend != -4 {
+        return if r_type == elf::R_X86_64_PLT32 {
+            Recognised::BadCall
+        } else {
+            Recognised::NotASite("a call to an offset from the symbol")
+        };
+    }
+    let mut decoder = Decoder::with_ip(64, &text[start..], start as u64, DecoderOptions::NONE);
+    let insn = decoder.decode();
+    let code_ok = match form {
+        Form::CallRel32 => insn.code() == Code::Call_rel32_64,
+        Form::JmpRel32 => insn.code() == Code::Jmp_rel32_64,
+        Form::CallGot => insn.code() == Code::Call_rm64 && insn.memory_base() == Register::RIP,
+        Form::JmpGot => insn.code() == Code::Jmp_rm64 && insn.memory_base() == Register::RIP,
+        Form::Guard => false,
+    };
+    if !code_ok || insn.len() != form.len() {
+        return Recognised::BadCall;
+    }
+    Recognised::Site { start, form }
+}
+
+/// Which of `forms` has its opcode right before `r_offset` in `text`.
+fn opcode_before(text: &[u8], r_offset: usize, forms: [Form; 2]) -> Option<Form> {
+    forms.into_iter().find(|f| {
+        let op = f.opcode();
+        r_offset
+            .checked_sub(op.len())
+            .is_some_and(|s| &text[s..r_offset] == op)
+    })
+}
+
+/// Checks that each of `starts` (sorted offsets in `text`) is an instruction boundary when
+/// `text` is decoded linearly from `from`. Returns one flag per start.
+///
+/// Compiler output on x86-64 keeps no data inside functions, so decoding from the function's
+/// first byte reaches every instruction; a start that decoding steps over is not an instruction.
+pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize]) -> Vec<bool> {
+    let mut ok = vec![false; starts.len()];
+    let Some(code) = text.get(from..) else {
+        return ok;
+    };
+    let mut decoder = Decoder::with_ip(64, code, from as u64, DecoderOptions::NONE);
+    let mut pos = from;
+    for (i, &s) in starts.iter().enumerate() {
+        while pos < s && decoder.can_decode() {
+            let insn = decoder.decode();
+            if insn.is_invalid() {
+                return ok;
+            }
+            pos += insn.len();
+        }
+        ok[i] = pos == s;
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms() {
+        let text = [
+            0x55, 0xe8, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0, 0xff, 0x15, 0, 0, 0, 0,
+        ];
+        assert_eq!(
+            recognise(&text, 2, elf::R_X86_64_PLT32, -4),
+            Recognised::Site {
+                start: 1,
+                form: Form::CallRel32
+            }
+        );
+        assert_eq!(
+            recognise(&text, 7, elf::R_X86_64_PLT32, -4),
+            Recognised::Site {
+                start: 6,
+                form: Form::JmpRel32
+            }
+        );
+        assert_eq!(
+            recognise(&text, 13, elf::R_X86_64_GOTPCRELX, -4),
+            Recognised::Site {
+                start: 11,
+                form: Form::CallGot
+            }
+        );
+        assert_eq!(on_boundaries(&text, 0, &[1, 6, 11]), vec![true, true, true]);
+        assert_eq!(on_boundaries(&text, 0, &[2]), vec![false]);
+    }
+
+    #[test]
+    fn not_sites() {
+        // lea sym(%rip), %rax
+        let lea = [0x48, 0x8d, 0x05, 0, 0, 0, 0];
+        assert!(matches!(
+            recognise(&lea, 3, elf::R_X86_64_PC32, -4),
+            Recognised::NotASite(_)
+        ));
+        // mov sym@GOTPCREL(%rip), %rax
+        let mov = [0x48, 0x8b, 0x05, 0, 0, 0, 0];
+        assert!(matches!(
+            recognise(&mov, 3, elf::R_X86_64_REX_GOTPCRELX, -4),
+            Recognised::NotASite(_)
+        ));
+        assert_eq!(
+            recognise(&lea, 3, elf::R_X86_64_PLT32, -4),
+            Recognised::BadCall
+        );
+        let call = [0xe8, 0, 0, 0, 0];
+        assert_eq!(
+            recognise(&call, 1, elf::R_X86_64_PLT32, 0),
+            Recognised::BadCall
+        );
+        assert_eq!(
+            recognise(&call, 0, elf::R_X86_64_PLT32, -4),
+            Recognised::BadCall
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Symbol indices and site relocations: takes the output sections, the sites and the symbol
+//! renumbering; renumbers every user of symbol indices (relocation sections, group signatures,
+//! `.llvm_addrsig`, the call-graph profile) when section symbols were inserted, and turns the
+//! relocation of every site (and of every guard record) into `R_X86_64_NONE`.
+
+use super::symbols::SectionSymbols;
+use super::{Contents, Out};
+use crate::elf::{Rel64, Rela64, LE};
+use crate::error::{Error, Location, Result};
+use crate::site::SiteInfo;
+use object::elf;
+use object::U32;
+use std::collections::HashMap;
+
+/// `SHT_LLVM_ADDRSIG`: ULEB128 symbol indices of address-significant symbols.
+const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
+/// `SHT_LLVM_CALL_GRAPH_PROFILE`: (from, to) symbol-index pairs and a weight.
+const SHT_LLVM_CALL_GRAPH_PROFILE: u32 = 0x6fff_4c09;
+
+/// Renumbers symbol references and neutralises the site relocations.
+pub(super) fn renumber(out: &mut Out<'_>, sites: &[SiteInfo], syms: &SectionSymbols) -> Result<()> {
+    let mut neutral: HashMap<usize, Vec<usize>> = HashMap::new();
+    for s in sites {
+        let guard_relas = s.guard.iter().flat_map(|g| g.relas);
+        for (sec, j) in std::iter::once(s.rela).chain(guard_relas) {
+            neutral.entry(sec).or_default().push(j);
+        }
+    }
+    let renumbered = syms.renumbered();
+    let remap = |i: u32| syms.remap(i as usize) as u32;
+    let file = out.file.clone();
+    for (i, sec) in out.sections.iter_mut().enumerate() {
+        let linked = sec.sh_link() as usize == out.symtab;
+        let neutral = neutral.get(&i).map_or(&[][..], Vec::as_slice);
+        match sec.sh_type() {
+            t if t == elf::SHT_RELA.0 && linked => {
+                if !renumbered && neutral.is_empty() {
+                    continue;
+                }
+                let mut relas: Vec<Rela64> = super::table(sec.data.bytes());
+                for r in &mut relas {
+                    let (sym, ty) = (r.r_sym(LE, false), r.r_type(LE, false));
+                    r.set_r_info(LE, false, remap(sym), ty);
+                }
+                for &j in neutral {
+                    let sym = relas[j].r_sym(LE, false);
+                    relas[j].set_r_info(LE, false, sym, elf::R_X86_64_NONE);
+                }
+                sec.set(Contents::Relas(relas));
+            }
+            t if t == elf::SHT_REL.0 && linked => {
+                if !renumbered && neutral.is_empty() {
+                    continue;
+                }
+                let mut rels: Vec<Rel64> = super::table(sec.data.bytes());
+                for r in &mut rels {
+                    let (sym, ty) = (r.r_sym(LE), r.r_type(LE));
+                    r.set_r_info(LE, remap(sym), ty);
+                }
+                for &j in neutral {
+                    let sym = rels[j].r_sym(LE);
+                    rels[j].set_r_info(LE, sym, elf::R_X86_64_NONE);
+                }
+                sec.set(Contents::Rels(rels));
+            }
+            t if t == elf::SHT_GROUP.0 && linked => {
+                let signature = remap(sec.sh_info());
+                sec.header.sh_info.set(LE, signature);
+            }
+            SHT_LLVM_ADDRSIG if renumbered => {
+                let remapped =
+                    remap_addrsig(sec.data.bytes(), |i| syms.remap(i)).ok_or_else(|| {
+                        Error::malformed(
+                            Location {
+                                section: Some(".llvm_addrsig".into()),
+                                ..Location::file(file.clone())
+                            },
+                            "truncated ULEB128",
+                        )
+                    })?;
+                sec.set(Contents::Bytes(remapped));
+            }
+            SHT_LLVM_CALL_GRAPH_PROFILE if renumbered && sec.sh_entsize() == 16 => {
+                let mut entries: Vec<[U32<LE>; 4]> = super::table(sec.data.bytes());
+                for e in &mut entries {
+                    e[0] = U32::new(LE, remap(e[0].get(LE)));
+                    e[1] = U32::new(LE, remap(e[1].get(LE)));
+                }
+                // Only whole entries are rewritten; a trailing partial one is kept as it was.
+                let mut bytes = object::pod::bytes_of_slice(&entries).to_vec();
+                bytes.extend_from_slice(&sec.data.bytes()[bytes.len()..]);
+                sec.data = Contents::Bytes(bytes);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Renumbers the ULEB128 symbol indices of an `.llvm_addrsig` section.
+fn remap_addrsig(bytes: &[u8], remap: impl Fn(usize) -> usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() + 8);
+    let mut i = 0;
+    while i < bytes.len() {
+        let (mut v, mut shift) = (0u64, 0u32);
+        loop {
+            let b = *bytes.get(i)?;
+            i += 1;
+            v |= u64::from(b & 0x7f).checked_shl(shift)?;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        let mut v = remap(v as usize) as u64;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            out.push(if v != 0 { b | 0x80 } else { b });
+            if v == 0 {
+                break;
+            }
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,109 @@
+//! The pipeline, top to bottom: [`run_link`] calls each phase in order with what the one before
+//! handed on: args -> gather -> rewrite (scan -> patch -> emit, per object) -> stubs -> link.
+
+use crate::error::{Error, Result};
+use crate::{args, driver, gather, link, rewrite, runtime_lib, stubs};
+use std::path::Path;
+use std::time::Instant;
+
+/// Runs `bootprof-link` with `argv` (without argv[0]); returns the process exit code.
+pub fn run_link(argv: Vec<String>) -> Result<i32> {
+    let start = Instant::now();
+    let driver = std::env::var("BOOTPROF_CC").unwrap_or_else(|_| "cc".into());
+    let flags = std::env::var("BOOTPROF_LINK_FLAGS").unwrap_or_default();
+    let line = args::parse(argv, &driver, &flags)?;
+    if let Some(why) = line.passthrough {
+        if line.options.verbose {
+            eprintln!("bootprof-link: passing the line through unchanged: {why}");
+        }
+        return Err(driver::exec_unchanged(&line));
+    }
+    let dir = PrivateDir::new(line.options.keep_temps)?;
+    let gathered = gather::gather(&line, dir.path())?;
+    let archives = gathered.archives;
+    let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
+    let scanned = start.elapsed();
+    for note in &rewrites.notes {
+        eprintln!("bootprof-link: {note}");
+    }
+    let mut args = rewrites.args;
+    if !rewrites.referenced.is_empty() {
+        // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon.
+        args.retain(|a| a != "-pg");
+        let symbols: Vec<_> = rewrites
+            .referenced
+            .iter()
+            .map(|(n, k)| (n.clone(), *k))
+            .collect();
+        let stubs = stubs::stub_object(&symbols)?;
+        args.push(write_private(dir.path(), "bootprof-stubs.o", &stubs)?);
+        if !line.has_linker_script() {
+            // The table's place and bounds; a program with its own script INCLUDEs the fragment.
+            let script = write_private(dir.path(), "bootprof-sites.ld", stubs::SITES_SCRIPT)?;
+            write_private(dir.path(), "bootprof-sites.inc", stubs::SITES_FRAGMENT)?;
+            args.push(format!("-L{}", dir.path().display()));
+            args.push(format!("-Wl,-T,{script}"));
+        }
+    }
+    if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
+        args.extend(runtime_lib::runtime_args(&line)?);
+    }
+    let code = link::final_link(&line, args, dir.path())?;
+    if line.options.stats {
+        let total = start.elapsed();
+        eprintln!(
+            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3}",
+            rewrites.objects,
+            archives,
+            rewrites.relocations,
+            rewrites.sites,
+            scanned.as_secs_f64() * 1e3,
+            (total - scanned).as_secs_f64() * 1e3,
+            total.as_secs_f64() * 1e3
+        );
+    }
+    Ok(code)
+}
+
+/// Writes `contents` to `name` in the private directory; returns its path.
+fn write_private(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> Result<String> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).map_err(|e| Error::io(&path, e))?;
+    Ok(path.display().to_string())
+}
+
+/// The private directory of rewritten inputs and generated files, removed when dropped unless
+/// kept (`--keep-temps`).
+struct PrivateDir {
+    dir: Option<tempfile::TempDir>,
+    keep: bool,
+}
+
+impl PrivateDir {
+    fn new(keep: bool) -> Result<PrivateDir> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("bootprof-link.{}.", std::process::id()))
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        Ok(PrivateDir {
+            dir: Some(dir),
+            keep,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.as_ref().expect("present until dropped").path()
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let dir = self.dir.take().expect("present until dropped");
+        if self.keep {
+            eprintln!(
+                "bootprof-link: kept temporary files in {}",
+                dir.keep().display()
+            );
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Rewrite: runs scan -> patch -> emit on one object ([`rewrite_object`], the unit the fuzz
+//! target drives), and on every input [`gather`](crate::gather) handed on ([`rewrite_inputs`]):
+//! objects in parallel, archives member by member, each changed input written to the private
+//! directory. Hands on the link line with the rewritten inputs in place, and what the inputs
+//! reference (for `stubs`).
+
+use crate::archive;
+use crate::args::{ArgKind, LinkLine};
+use crate::elf::map;
+use crate::error::{Error, Location, Result};
+use crate::gather::{Gathered, Input, InputKind};
+use crate::site::{NotASite, ProbeSymbol, SiteInfo};
+use crate::{emit, patch, scan};
+use bootprof_format::{Form, Kind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The result of rewriting one relocatable object.
+#[derive(Debug)]
+pub struct Rewritten {
+    /// The new object, or `None` when the object has no sites (use it unchanged).
+    pub bytes: Option<Vec<u8>>,
+    /// The sites found and patched.
+    pub sites: Vec<SiteInfo>,
+    /// Probe symbols the object references; the stub object must define them.
+    pub referenced: Vec<ProbeSymbol>,
+    /// Probe symbols the object defines itself.
+    pub defined: Vec<Vec<u8>>,
+    /// Relocations against probe symbols left alone, and why.
+    pub not_sites: Vec<NotASite>,
+    /// Number of relocation entries in the object.
+    pub relocations: usize,
+    /// Whether the object calls the runtime's API.
+    pub uses_runtime: bool,
+}
+
+/// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
+/// gathering inputs. `file` names the object in messages. An object without sites, including
+/// one rewritten before, comes back unchanged (`bytes` is `None`).
+pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
+    let plan = patch::verify(scan::scan(data, file)?)?;
+    let bytes = match &plan.object {
+        Some(obj) => Some(emit::emit(obj, &plan.sites)?),
+        None => None,
+    };
+    Ok(Rewritten {
+        bytes,
+        sites: plan.sites,
+        referenced: plan.referenced,
+        defined: plan.defined,
+        not_sites: plan.not_sites,
+        relocations: plan.relocations,
+        uses_runtime: plan.uses_runtime,
+    })
+}
+
+/// What rewriting every input produced.
+#[derive(Debug, Default)]
+pub struct Rewrites {
+    /// The link line's arguments with rewritten inputs substituted.
+    pub args: Vec<String>,
+    /// Probe symbols referenced by the inputs and defined by none, with their kind: the stubs
+    /// to generate.
+    pub referenced: BTreeMap<Vec<u8>, Kind>,
+    /// Object files looked at (archive members included).
+    pub objects: usize,
+    /// Relocations in the objects looked at.
+    pub relocations: usize,
+    /// Sites patched.
+    pub sites: usize,
+    /// Whether an input calls the runtime's API.
+    pub uses_runtime: bool,
+    /// Lines for `--verbose`, in input order.
+    pub notes: Vec<String>,
+}
+
+/// A guard of `bootprof.h` whose out-of-line call goes to `symbol`, and where it is.
+#[derive(Debug, Clone)]
+struct GuardCall {
+    at: Location,
+    symbol: Vec<u8>,
+}
+
+/// The outcome of rewriting one input.
+#[derive(Default)]
+struct Done {
+    replacement: Option<PathBuf>,
+    referenced: Vec<(Vec<u8>, Kind)>,
+    defined: Vec<Vec<u8>>,
+    objects: usize,
+    relocations: usize,
+    sites: usize,
+    uses_runtime: bool,
+    notes: Vec<String>,
+    guard_calls: Vec<GuardCall>,
+}
+
+impl Done {
+    fn absorb(&mut self, file: &str, r: &Rewritten, verbose: bool) {
+        self.objects += 1;
+        self.relocations += r.relocations;
+        self.sites += r.sites.len();
+        self.uses_runtime |= r.uses_runtime;
+        self.referenced
+            .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
+        self.defined.extend(r.defined.iter().cloned());
+        self.guard_calls.extend(
+            r.sites
+                .iter()
+                .filter(|s| s.form == Form::Guard && s.kind == Kind::Probe)
+                .map(|s| GuardCall {
+                    at: Location {
+                        section: Some(s.section_name.clone()),
+                        offset: Some(s.offset),
+                        symbol: Some(String::from_utf8_lossy(&s.symbol).into_owned()),
+                        ..Location::file(file)
+                    },
+                    symbol: s.symbol.clone(),
+                }),
+        );
+        if verbose && (!r.sites.is_empty() || !r.not_sites.is_empty()) {
+            self.notes.push(format!(
+                "{file}: {} sites, {} other references to probe symbols",
+                r.sites.len(),
+                r.not_sites.len()
+            ));
+            for s in &r.sites {
+                self.notes.push(format!(
+                    "{file}: section `{}` offset {:#x}: {} {} in {}+{:#x}",
+                    s.section_name,
+                    s.offset,
+                    s.kind.name(),
+                    String::from_utf8_lossy(&s.symbol),
+                    String::from_utf8_lossy(&s.function),
+                    s.func_offset
+                ));
+            }
+            for n in &r.not_sites {
+                self.notes.push(format!("{}: not a site: {}", n.at, n.why));
+            }
+        }
+    }
+}
+
+/// A unique, deterministic name for the private copy of argument `arg`.
+fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
+    let base = path.file_name().and_then(|n| n.to_str()).unwrap_or("input");
+    dir.join(format!("{arg:04}-{base}"))
+}
+
+fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
+    let data = map(&input.path)?;
+    let file = input.path.display().to_string();
+    let mut done = Done::default();
+    let new = match input.kind {
+        InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
+        InputKind::Object => {
+            let r = rewrite_object(&data, &file)?;
+            done.absorb(&file, &r, verbose);
+            r.bytes
+        }
+        InputKind::Archive => archive::rewrite_archive(&data, &input.path, |member, bytes| {
+            let name = format!("{file}({member})");
+            let r = rewrite_object(bytes, &name)?;
+            done.absorb(&name, &r, verbose);
+            Ok(r.bytes)
+        })?,
+    };
+    if let Some(bytes) = new {
+        let out = private_name(dir, input.arg, &input.path);
+        std::fs::write(&out, bytes).map_err(|e| Error::io(&out, e))?;
+        done.replacement = Some(out);
+    }
+    Ok(done)
+}
+
+/// Rewrites `inputs` on up to `available_parallelism` threads; results in input order.
+fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool) -> Vec<Result<Done>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(inputs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Done>>>> =
+        Mutex::new((0..inputs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(input) = inputs.get(i) else { break };
+                let r = rewrite_input(input, dir, verbose);
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every input was rewritten"))
+        .collect()
+}
+
+/// Rewrites every input of `gathered` (from `line`) into `dir`.
+pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result<Rewrites> {
+    let verbose = line.options.verbose;
+    let Gathered {
+        mut args,
+        inputs,
+        mut removed,
+        notes,
+        ..
+    } = gathered;
+    let mut r = Rewrites {
+        notes,
+        ..Rewrites::default()
+    };
+    let mut defined = BTreeSet::new();
+    let mut guard_calls = Vec::new();
+    for (input, result) in inputs.iter().zip(rewrite_all(&inputs, dir, verbose)) {
+        let done = result?;
+        guard_calls.extend(done.guard_calls);
+        r.objects += done.objects;
+        r.relocations += done.relocations;
+        r.sites += done.sites;
+        r.uses_runtime |= done.uses_runtime;
+        for (name, kind) in done.referenced {
+            r.referenced.insert(name, kind);
+        }
+        defined.extend(done.defined);
+        r.notes.extend(done.notes);
+        if let Some(new) = done.replacement {
+            let new = new.display().to_string();
+            match line.kinds[input.arg] {
+                // `-l name` is two arguments: the path replaces both.
+                ArgKind::Library if line.args[input.arg] == "-l" => {
+                    args[input.arg] = new;
+                    removed.insert(input.arg + 1);
+                }
+                _ => args[input.arg] = new,
+            }
+        }
+    }
+    // A guard's out-of-line call keeps only what bootprof's stub and dispatcher keep (every
+    // register but r11; the stack unaligned): it must not reach a function the program defines.
+    if let Some(c) = guard_calls.iter().find(|c| defined.contains(&c.symbol)) {
+        return Err(Error::Refused {
+            at: c.at.clone(),
+            what: format!(
+                "a bootprof.h guard calls `{}`, which the program defines itself; the guard's \
+                 out-of-line call is only safe into bootprof's stub (compile with \
+                 -DBOOTPROF_CALL_SITES, or drop the definition)",
+                String::from_utf8_lossy(&c.symbol)
+            ),
+        });
+    }
+    for name in &defined {
+        r.referenced.remove(name);
+    }
+    r.args = args
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !removed.contains(i))
+        .map(|(_, a)| a)
+        .collect();
+    Ok(r)
+}

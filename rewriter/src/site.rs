@@ -1,0 +1,65 @@
+//! What the phases hand each other about sites: the probe symbols an object references, each
+//! verified site with everything the writer needs, and the references that are not sites. Below
+//! every phase; depends on nothing of the rewriter but its error location.
+
+use crate::error::Location;
+use bootprof_format::{Form, Kind};
+
+/// A probe symbol an object references (undefined in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSymbol {
+    /// Its full name.
+    pub name: Vec<u8>,
+    /// What it is.
+    pub kind: Kind,
+}
+
+/// One site found in an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteInfo {
+    /// Index of the text section holding it.
+    pub section: usize,
+    /// Name of that section.
+    pub section_name: String,
+    /// Offset of the site's first byte in the section.
+    pub offset: u64,
+    /// The form it had.
+    pub form: Form,
+    /// What it is.
+    pub kind: Kind,
+    /// The probe symbol called.
+    pub symbol: Vec<u8>,
+    /// Enclosing function (empty when no symbol covers the site).
+    pub function: Vec<u8>,
+    /// Offset from the start of the enclosing function (or section).
+    pub func_offset: u64,
+    /// Index of the relocation section and of the entry in it.
+    pub(crate) rela: (usize, usize),
+    /// Index of the probe symbol in the symbol table.
+    pub(crate) symbol_index: usize,
+    /// The instruction bytes as compiled.
+    pub(crate) orig: [u8; 8],
+    /// For a [`Form::Guard`]: where its enabled jump goes, from its record.
+    pub(crate) guard: Option<GuardTarget>,
+}
+
+/// The jump target of a guard, as its `.bootprof_guard` record gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GuardTarget {
+    /// The symbol the record's target relocation is against, and its addend.
+    pub symbol: usize,
+    pub addend: i64,
+    /// The section the target is in.
+    pub section: usize,
+    /// The record's other two relocations (target, probe symbol), neutralised with the site's.
+    pub relas: [(usize, usize); 2],
+}
+
+/// A relocation against a probe symbol that was left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotASite {
+    /// Where it is.
+    pub at: Location,
+    /// Why it is not a site.
+    pub why: &'static str,
+}
