@@ -16,6 +16,7 @@
 pub mod capi;
 pub mod dispatch;
 mod macros;
+mod note;
 pub mod pattern;
 pub mod recorder;
 pub mod registry;
@@ -27,18 +28,8 @@ pub use dispatch::{HandlerFn, Hit};
 pub use pattern::{Pattern, PatternError};
 pub use registry::{Error, Mode};
 
+use note::note;
 use std::sync::atomic::Ordering;
-
-/// Writes a note to stderr (never stdout).
-pub(crate) fn note(msg: &str) {
-    note_raw(&format!("bootprof: {msg}\n"));
-}
-
-/// Writes `text` to stderr as it is.
-pub(crate) fn note_raw(text: &str) {
-    // SAFETY: write(2) on fd 2 with a valid buffer; usable before main and in any thread.
-    unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
-}
 
 /// Starts recording hits of enabled sites (TSLOG-style event log; see [`recorder`]).
 pub fn record() -> bool {

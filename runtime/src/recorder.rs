@@ -16,6 +16,7 @@
 //!   renamed. The TSC frequency is measured between the start of recording and the dump.
 
 use crate::dispatch::rdtsc;
+use crate::note::{note, note_raw};
 use crate::registry::{self, SiteRec};
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
@@ -93,7 +94,7 @@ pub fn start(capacity: usize) -> bool {
             )
         };
         if p == libc::MAP_FAILED {
-            crate::note("cannot map the record buffer; not recording");
+            note("cannot map the record buffer; not recording");
             return false;
         }
         START_TSC.store(rdtsc(), Ordering::Relaxed);
@@ -421,7 +422,7 @@ pub(crate) fn init_from_environment() {
         if record || points {
             extern "C" fn at_exit() {
                 if std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1") {
-                    crate::note_raw(&points_table());
+                    note_raw(&points_table());
                 }
                 if SLOTS.load(Ordering::Acquire).is_null() {
                     return;
@@ -435,9 +436,9 @@ pub(crate) fn init_from_environment() {
                         } else {
                             String::new()
                         };
-                        crate::note(&format!("{n} records written to {}{extra}", path.display()));
+                        note(&format!("{n} records written to {}{extra}", path.display()));
                     }
-                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
                 }
             }
             // SAFETY: registers a function with no preconditions.
@@ -457,7 +458,7 @@ pub(crate) fn init_from_environment() {
                     // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
                     .and_then(|mut f| f.write_all(line.as_bytes()));
                 if let Err(e) = written {
-                    crate::note(&format!(
+                    note(&format!(
                         "cannot append to {}: {e}",
                         std::path::Path::new(&path).display()
                     ));
@@ -475,7 +476,7 @@ pub(crate) fn init_from_environment() {
         if let Ok(sig) = std::env::var("BOOTPROF_DUMP_SIGNAL") {
             match signal_number(&sig) {
                 Some(n) => dump_on_signal(n),
-                None => crate::note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
+                None => note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
             }
         }
     });
@@ -528,7 +529,7 @@ fn dump_on_signal(sig: libc::c_int) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the array we own.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        crate::note("cannot create the dump pipe");
+        note("cannot create the dump pipe");
         return;
     }
     DUMP_PIPE.store(fds[1] as usize, Ordering::Release);
@@ -542,15 +543,15 @@ fn dump_on_signal(sig: libc::c_int) {
             if n == 1 {
                 let path = default_path();
                 match dump(&path) {
-                    Ok(n) => crate::note(&format!("{n} records written to {}", path.display())),
-                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                    Ok(n) => note(&format!("{n} records written to {}", path.display())),
+                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
                 }
             } else if n == 0 {
                 return;
             }
         });
     if spawned.is_err() {
-        crate::note("cannot start the dump thread");
+        note("cannot start the dump thread");
         return;
     }
     extern "C" fn on_signal(_: libc::c_int) {

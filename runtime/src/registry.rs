@@ -2,6 +2,7 @@
 //! the dispatchers use (an immutable, sorted snapshot swapped in atomically, so a SIGTRAP handler
 //! reads it without a lock) and carries out enable/disable with the cross-modifying protocol.
 
+use crate::note::note;
 use crate::pattern::{Pattern, PatternError};
 use crate::text::{self, TextError};
 use bootprof_format::{self as format, Form, Kind};
@@ -290,7 +291,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     let mut new = Vec::new();
     for (i, site) in format::sites(bytes, start as u64).enumerate() {
         let Ok(site) = site else {
-            crate::note(&format!("ignoring a malformed site table at {start:p}"));
+            note(&format!("ignoring a malformed site table at {start:p}"));
             break;
         };
         // SAFETY: the names are NUL-terminated strings in the object's read-only data.
@@ -378,7 +379,7 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         .and_then(|()| switch_call(&call, false))
         .is_err()
     {
-        crate::note("cannot restore the sites of an object being unloaded");
+        note("cannot restore the sites of an object being unloaded");
     }
     reg.sites = kept;
     publish(&reg);
