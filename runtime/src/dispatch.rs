@@ -9,6 +9,7 @@
 //! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
 //! is-enabled sites the saved `rax` is set to 1 or 0.
 
+pub use crate::clock::rdtsc;
 use crate::registry::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,13 +113,6 @@ pub(crate) fn tid() -> u32 {
 
 pub(crate) fn forget_tid() {
     TID.with(|t| t.set(0));
-}
-
-/// Reads the time stamp counter.
-#[inline]
-pub fn rdtsc() -> u64 {
-    // SAFETY: rdtsc is available on every x86-64 CPU.
-    unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 /// Counts the hit and runs the site's handlers. `args` are rdi..r9.

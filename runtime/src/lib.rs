@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod capi;
+mod clock;
 pub mod dispatch;
 mod macros;
 mod note;

@@ -15,7 +15,7 @@
 //!   written to `BOOTPROF_OUTPUT` (default `bootprof.<pid>.trace`) under a temporary name, then
 //!   renamed. The TSC frequency is measured between the start of recording and the dump.
 
-use crate::dispatch::rdtsc;
+use crate::clock::{monotonic_ns, rdtsc};
 use crate::note::{note, note_raw};
 use crate::registry::{self, SiteRec};
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
@@ -58,16 +58,6 @@ thread_local! {
 }
 
 const STACK_DEPTH: usize = 128;
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Whether hits are being recorded.
 #[inline]
