@@ -187,7 +187,7 @@ pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
 /// Number of registered sites.
 #[no_mangle]
 pub extern "C" fn bootprof_site_count() -> usize {
-    crate::registry::lock().sites.len()
+    crate::site::lock().sites.len()
 }
 
 /// One site, for `bootprof_site_info` (layout is `struct bootprof_site`).
@@ -223,7 +223,7 @@ pub struct CSite {
 /// `out` must point to a writable `struct bootprof_site`.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int {
-    let reg = crate::registry::lock();
+    let reg = crate::site::lock();
     let Some(s) = reg.sites.get(i) else {
         return fail(format!("no site {i}"));
     };

@@ -10,7 +10,7 @@
 //! is-enabled sites the saved `rax` is set to 1 or 0.
 
 pub use crate::clock::rdtsc;
-use crate::registry::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
+use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -215,7 +215,7 @@ pub struct Frame {
 pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     // SAFETY: the trampoline passes its own frame.
     let frame = unsafe { &mut *frame };
-    let Some(index) = registry::index() else {
+    let Some(index) = site::index() else {
         return;
     };
     // A call site returns to site + 5 (call mode always writes a 5-byte call).

@@ -21,6 +21,7 @@ mod note;
 pub mod pattern;
 pub mod recorder;
 pub mod registry;
+mod site;
 pub mod text;
 pub mod trap;
 
@@ -54,19 +55,19 @@ pub fn enable_with(pattern: &str, mode: Mode) -> Result<usize, Error> {
 
 /// Disables every site matching `pattern`, putting its exact NOP back.
 pub fn disable(pattern: &str) -> Result<usize, Error> {
-    registry::set_state(pattern, registry::DISABLED)
+    registry::set_state(pattern, site::DISABLED)
 }
 
 /// Adds a `notrace` pattern: matching sites are never enabled (exclusion wins over [`enable`]).
 pub fn notrace(pattern: &str) -> Result<(), Error> {
     let p = Pattern::parse(pattern)?;
-    registry::lock().notrace.push(p);
+    site::lock().notrace.push(p);
     Ok(())
 }
 
 /// Removes every `notrace` pattern.
 pub fn clear_notrace() {
-    registry::lock().notrace.clear();
+    site::lock().notrace.clear();
 }
 
 /// A handler registration; [`remove_handler`] ends it.
@@ -130,7 +131,7 @@ pub struct SiteInfo {
 
 /// Every site of every registered object, in id order.
 pub fn sites() -> Vec<SiteInfo> {
-    registry::lock()
+    site::lock()
         .sites
         .iter()
         .map(|s| SiteInfo {
@@ -151,7 +152,7 @@ pub fn sites() -> Vec<SiteInfo> {
 /// The sum of the hit counters of the sites matching `pattern`.
 pub fn hits(pattern: &str) -> Result<u64, Error> {
     let p = Pattern::parse(pattern)?;
-    Ok(registry::lock()
+    Ok(site::lock()
         .sites
         .iter()
         .filter(|s| s.matches(&p))
@@ -166,10 +167,10 @@ pub fn check() -> bool {
 }
 
 fn trap_mode_in_use() -> bool {
-    registry::lock()
+    site::lock()
         .sites
         .iter()
-        .any(|s| s.state() != registry::DISABLED)
+        .any(|s| s.state() != site::DISABLED)
 }
 
 /// Applies `BOOTPROF_ENABLE` / `BOOTPROF_MODE` to every table registered so far; called after
@@ -191,7 +192,7 @@ fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
     let patterns = std::env::var_os("BOOTPROF_ENABLE")?;
     if let Some(notrace) = std::env::var_os("BOOTPROF_NOTRACE") {
         match pattern::parse_list(&notrace.to_string_lossy()) {
-            Ok(list) => registry::lock().notrace.extend(list),
+            Ok(list) => site::lock().notrace.extend(list),
             Err(e) => note(&format!("BOOTPROF_NOTRACE: {e}")),
         }
     }

@@ -17,7 +17,8 @@
 
 use crate::clock::{monotonic_ns, rdtsc};
 use crate::note::{note, note_raw};
-use crate::registry::{self, SiteRec};
+pub use crate::site::Point;
+use crate::site::{self, SiteRec};
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -186,26 +187,6 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
     STACK.with(|s| s.set(depth.saturating_sub(1)));
 }
 
-/// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).
-#[derive(Default)]
-pub struct Point {
-    pub(crate) count: AtomicU64,
-    pub(crate) total: AtomicU64,
-    pub(crate) min: AtomicU64,
-    pub(crate) max: AtomicU64,
-}
-
-impl Point {
-    pub(crate) const fn new() -> Point {
-        Point {
-            count: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            min: AtomicU64::new(u64::MAX),
-            max: AtomicU64::new(0),
-        }
-    }
-}
-
 /// TSC ticks per second, measured between the start of recording and now (at least 5 ms, so the
 /// clock's jitter of a microsecond or two stays under 0.05%).
 pub fn tsc_hz() -> u64 {
@@ -234,7 +215,7 @@ pub fn points_table() -> String {
     let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
-    for s in registry::lock().sites.iter() {
+    for s in site::lock().sites.iter() {
         let count = s.point.count.load(Ordering::Relaxed);
         if count == 0 {
             continue;
@@ -318,7 +299,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
             at
         })
     };
-    let reg = registry::lock();
+    let reg = site::lock();
     // Site ids are dense (a counter): a table maps them to indices in the trace.
     let max_id = reg
         .sites
@@ -477,7 +458,7 @@ pub(crate) fn init_from_environment() {
 /// may lose counts under concurrent hits of one site), and the most-hit function with its hits.
 pub(crate) fn stats_line() -> String {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let reg = registry::lock();
+    let reg = site::lock();
     let (mut enabled, mut hits, mut top) = (0usize, 0u64, ("-", 0u64));
     for s in &reg.sites {
         let h = s.hits.load(Ordering::Relaxed);
@@ -572,7 +553,7 @@ pub fn dropped() -> u64 {
 #[doc(hidden)]
 pub fn record_benchmark(n: usize) -> (f64, f64) {
     start(2 * n + CHUNK);
-    let site = registry::synthetic_site(0, 0x1000);
+    let site = site::synthetic_site(0, 0x1000);
     let time = |with_tsc: bool| {
         let t = std::time::Instant::now();
         for i in 0..n as u64 {
