@@ -8,7 +8,7 @@ use crate::note::note;
 use crate::pattern::{Pattern, PatternError};
 use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
-use bootprof_format::{self as format, Form};
+use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 #[doc(hidden)]
@@ -92,20 +92,15 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         } else {
             Box::leak(format!("{provider}:{name}").into_boxed_str())
         };
-        // The stub starts `lea rel32(%rip), %r11` (4c 8d 1d rel32): its name string is the id.
+        // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
         // (A guard's target is the program's own code, not a stub.)
-        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
-        let stub_id = unsafe {
-            let p = site.target as *const u8;
-            if site.target != 0
-                && site.form != Form::Guard
-                && std::slice::from_raw_parts(p, 3) == [0x4c, 0x8d, 0x1d]
-            {
-                let rel = i32::from_le_bytes(std::ptr::read_unaligned(p.add(3) as *const [u8; 4]));
-                (site.target as i64 + 7 + rel as i64) as u64
-            } else {
-                0
-            }
+        let stub_id = if site.target != 0 && site.form != Form::Guard {
+            // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
+            let lea =
+                unsafe { std::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
+            code::stub_id(site.target, &lea).unwrap_or(0)
+        } else {
+            0
         };
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
             id: first_id + i as u32,
@@ -236,7 +231,7 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
 }
 
 fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
     for s in sites {
         s.state.store(TRAP, Ordering::Release);
     }
@@ -263,23 +258,14 @@ fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
     Ok(())
 }
 
-/// The bytes an enabled call-mode site holds: a call (or, for a tail site, a jump) to its
-/// stub, padded with a one-byte NOP for six-byte sites; for a guard, the jump to its
-/// out-of-line code.
-fn call_bytes(site: &SiteRec) -> Option<[u8; 8]> {
+/// The bytes an enabled call-mode site holds (`code::enabled_bytes`): a call (or, for a tail
+/// site, a jump) to its stub, padded with a one-byte NOP for six-byte sites; for a guard, the
+/// jump to its out-of-line code. `None` when the target is out of reach of the 5-byte
+/// instruction's 32-bit displacement.
+fn call_bytes(site: &SiteRec) -> Option<[u8; MAX_SITE_LEN]> {
     let rel = site.target as i64 - (site.addr as i64 + 5);
     let rel = i32::try_from(rel).ok()?;
-    let mut b = [0u8; 8];
-    b[0] = if site.is_tail() || site.is_guard() {
-        0xe9
-    } else {
-        0xe8
-    };
-    b[1..5].copy_from_slice(&rel.to_le_bytes());
-    if site.site_len() == 6 {
-        b[5] = 0x90;
-    }
-    Some(b)
+    Some(code::enabled_bytes(site.form, rel))
 }
 
 /// Moves `sites` from disabled to call mode (`enable`) or back, with the int3 bridge:
@@ -305,7 +291,7 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
-    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.

@@ -7,7 +7,7 @@
 //! Nothing here writes code or changes a state; the registry does, through these types.
 
 use crate::pattern::Pattern;
-use bootprof_format::{Form, Kind};
+use bootprof_format::{Form, Kind, MAX_SITE_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -61,7 +61,7 @@ pub struct SiteRec {
     /// Address of the stub's name string (what a stub loads into r11).
     pub(crate) stub_id: u64,
     /// The bytes of the disabled site.
-    pub(crate) nop: [u8; 8],
+    pub(crate) nop: [u8; MAX_SITE_LEN],
     /// One of the state constants.
     pub(crate) state: AtomicU8,
     /// Bit i set: handler i wants this site.
@@ -309,7 +309,7 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         c_name: std::ptr::null(),
         c_function: std::ptr::null(),
         stub_id: 0,
-        nop: [0; 8],
+        nop: [0; MAX_SITE_LEN],
         state: AtomicU8::new(DISABLED),
         handlers: AtomicU64::new(0),
         hits: AtomicU64::new(0),

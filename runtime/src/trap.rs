@@ -6,7 +6,7 @@
 
 use crate::dispatch;
 use crate::site::{self, SiteRec, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
-use bootprof_format::Kind;
+use bootprof_format::{code, Kind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -62,7 +62,7 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     };
     // SAFETY: the site is in our own loaded code.
     let byte = unsafe { std::ptr::read_volatile(pc as *const u8) };
-    if byte != 0xcc {
+    if byte != code::INT3 {
         // The int3 was taken away after this thread hit it: run the site again as it is now.
         g[REG_RIP] = pc as i64;
         return;
