@@ -1,5 +1,7 @@
-//! The C API (`runtime/include/bootprof.h`), and the registration entry point every object linked
-//! by `bootprof-link` calls from its constructor.
+//! The C API (`runtime/include/bootprof.h`): takes C calls, and the registration every object
+//! linked by `bootprof-link` makes from its constructor; hands them on to the Rust API (`api`),
+//! the registry, the dispatcher's trampolines and the recorder, and hands back counts, site
+//! descriptions and error messages as C values.
 //!
 //! Functions returning `int` return a count or 0 on success, and -1 on error, with the message
 //! in [`bootprof_last_error`].
