@@ -1,5 +1,7 @@
-//! The C API (`runtime/include/bootprof.h`), and the registration entry point every object linked
-//! by `bootprof-link` calls from its constructor.
+//! The C API (`runtime/include/bootprof.h`): takes C calls, and the registration every object
+//! linked by `bootprof-link` makes from its constructor; hands them on to the Rust API (`api`),
+//! the registry, the dispatcher's trampolines and the recorder, and hands back counts, site
+//! descriptions and error messages as C values.
 //!
 //! Functions returning `int` return a count or 0 on success, and -1 on error, with the message
 //! in [`bootprof_last_error`].
@@ -36,7 +38,7 @@ unsafe fn text<'a>(p: *const c_char) -> Result<&'a str, c_int> {
         .map_err(|_| fail("pattern is not UTF-8"))
 }
 
-fn count(r: Result<usize, crate::Error>) -> c_int {
+fn count(r: Result<usize, crate::registry::Error>) -> c_int {
     match r {
         Ok(n) => n.min(c_int::MAX as usize) as c_int,
         Err(e) => fail(e),
@@ -60,7 +62,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
     crate::recorder::init_from_environment();
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
-    crate::apply_environment();
+    crate::api::apply_environment();
 }
 
 /// Forgets an object's sites (its destructor calls this: a library being `dlclose`d), putting
@@ -82,7 +84,7 @@ pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_enable(pattern: *const c_char) -> c_int {
     // SAFETY: per the contract.
-    unsafe { bootprof_enable_mode(pattern, crate::Mode::Trap as c_int) }
+    unsafe { bootprof_enable_mode(pattern, crate::registry::Mode::Trap as c_int) }
 }
 
 /// Enables the sites matching `pattern` in `mode` (1 trap, 2 call); returns how many changed.
@@ -97,11 +99,11 @@ pub unsafe extern "C" fn bootprof_enable_mode(pattern: *const c_char, mode: c_in
         Err(e) => return e,
     };
     let mode = match mode {
-        1 => crate::Mode::Trap,
-        2 => crate::Mode::Call,
+        1 => crate::registry::Mode::Trap,
+        2 => crate::registry::Mode::Call,
         _ => return fail(format!("mode {mode} is neither 1 (trap) nor 2 (call)")),
     };
-    count(crate::enable_with(p, mode))
+    count(crate::api::enable_with(p, mode))
 }
 
 /// Disables the sites matching `pattern`; returns how many changed, or -1.
@@ -112,7 +114,7 @@ pub unsafe extern "C" fn bootprof_enable_mode(pattern: *const c_char, mode: c_in
 pub unsafe extern "C" fn bootprof_disable(pattern: *const c_char) -> c_int {
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
-        Ok(p) => count(crate::disable(p)),
+        Ok(p) => count(crate::api::disable(p)),
         Err(e) => e,
     }
 }
@@ -125,7 +127,7 @@ pub unsafe extern "C" fn bootprof_disable(pattern: *const c_char) -> c_int {
 pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
-        Ok(p) => crate::notrace(p).map_or_else(fail, |()| 0),
+        Ok(p) => crate::api::notrace(p).map_or_else(fail, |()| 0),
         Err(e) => e,
     }
 }
@@ -133,7 +135,7 @@ pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
 /// Removes every notrace pattern.
 #[no_mangle]
 pub extern "C" fn bootprof_clear_notrace() {
-    crate::clear_notrace();
+    crate::api::clear_notrace();
 }
 
 /// Registers `func(hit, cookie)` for the sites matching `pattern`; returns the handler's id.
@@ -155,7 +157,7 @@ pub unsafe extern "C" fn bootprof_add_handler(
     let Some(func) = func else {
         return fail("NULL handler");
     };
-    match crate::add_handler_fn(p, func, cookie) {
+    match crate::api::add_handler_fn(p, func, cookie) {
         Ok(id) => id.0 as c_int,
         Err(e) => fail(e),
     }
@@ -164,7 +166,7 @@ pub unsafe extern "C" fn bootprof_add_handler(
 /// Removes handler `id`; 0, or -1 if there is none.
 #[no_mangle]
 pub extern "C" fn bootprof_remove_handler(id: c_int) -> c_int {
-    if id >= 0 && crate::remove_handler(crate::HandlerId(id as usize)) {
+    if id >= 0 && crate::api::remove_handler(crate::api::HandlerId(id as usize)) {
         0
     } else {
         fail(format!("no handler {id}"))
@@ -179,7 +181,7 @@ pub extern "C" fn bootprof_remove_handler(id: c_int) -> c_int {
 pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
-        Ok(p) => crate::hits(p).map_or_else(|e| i64::from(fail(e)), |n| n as i64),
+        Ok(p) => crate::api::hits(p).map_or_else(|e| i64::from(fail(e)), |n| n as i64),
         Err(e) => i64::from(e),
     }
 }
@@ -187,7 +189,7 @@ pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
 /// Number of registered sites.
 #[no_mangle]
 pub extern "C" fn bootprof_site_count() -> usize {
-    crate::registry::lock().sites.len()
+    crate::site::lock().sites.len()
 }
 
 /// One site, for `bootprof_site_info` (layout is `struct bootprof_site`).
@@ -223,7 +225,7 @@ pub struct CSite {
 /// `out` must point to a writable `struct bootprof_site`.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int {
-    let reg = crate::registry::lock();
+    let reg = crate::site::lock();
     let Some(s) = reg.sites.get(i) else {
         return fail(format!("no site {i}"));
     };
@@ -249,7 +251,7 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
 /// 1 if the runtime owns SIGTRAP (or needs not), 0 if the program replaced its handler.
 #[no_mangle]
 pub extern "C" fn bootprof_check() -> c_int {
-    c_int::from(crate::check())
+    c_int::from(crate::api::check())
 }
 
 /// Starts (1) or stops (0) recording hits of enabled sites into the event log; 0, or -1.
@@ -259,7 +261,7 @@ pub extern "C" fn bootprof_record(on: c_int) -> c_int {
         crate::recorder::stop();
         return 0;
     }
-    if crate::record() {
+    if crate::api::record() {
         0
     } else {
         fail("cannot map the record buffer")

@@ -9,7 +9,8 @@
 //! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
 //! is-enabled sites the saved `rax` is set to 1 or 0.
 
-use crate::registry::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
+pub use crate::clock::rdtsc;
+use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -114,13 +115,6 @@ pub(crate) fn forget_tid() {
     TID.with(|t| t.set(0));
 }
 
-/// Reads the time stamp counter.
-#[inline]
-pub fn rdtsc() -> u64 {
-    // SAFETY: rdtsc is available on every x86-64 CPU.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
 /// Counts the hit and runs the site's handlers. `args` are rdi..r9.
 #[inline]
 pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
@@ -221,7 +215,7 @@ pub struct Frame {
 pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     // SAFETY: the trampoline passes its own frame.
     let frame = unsafe { &mut *frame };
-    let Some(index) = registry::index() else {
+    let Some(index) = site::index() else {
         return;
     };
     // A call site returns to site + 5 (call mode always writes a 5-byte call).

@@ -15,8 +15,10 @@
 //!   written to `BOOTPROF_OUTPUT` (default `bootprof.<pid>.trace`) under a temporary name, then
 //!   renamed. The TSC frequency is measured between the start of recording and the dump.
 
-use crate::dispatch::rdtsc;
-use crate::registry::{self, SiteRec};
+use crate::clock::{monotonic_ns, rdtsc};
+use crate::note::{note, note_raw};
+pub use crate::site::Point;
+use crate::site::{self, SiteRec};
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -58,16 +60,6 @@ thread_local! {
 
 const STACK_DEPTH: usize = 128;
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Whether hits are being recorded.
 #[inline]
 pub fn recording() -> bool {
@@ -93,7 +85,7 @@ pub fn start(capacity: usize) -> bool {
             )
         };
         if p == libc::MAP_FAILED {
-            crate::note("cannot map the record buffer; not recording");
+            note("cannot map the record buffer; not recording");
             return false;
         }
         START_TSC.store(rdtsc(), Ordering::Relaxed);
@@ -195,26 +187,6 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
     STACK.with(|s| s.set(depth.saturating_sub(1)));
 }
 
-/// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).
-#[derive(Default)]
-pub struct Point {
-    pub(crate) count: AtomicU64,
-    pub(crate) total: AtomicU64,
-    pub(crate) min: AtomicU64,
-    pub(crate) max: AtomicU64,
-}
-
-impl Point {
-    pub(crate) const fn new() -> Point {
-        Point {
-            count: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            min: AtomicU64::new(u64::MAX),
-            max: AtomicU64::new(0),
-        }
-    }
-}
-
 /// TSC ticks per second, measured between the start of recording and now (at least 5 ms, so the
 /// clock's jitter of a microsecond or two stays under 0.05%).
 pub fn tsc_hz() -> u64 {
@@ -243,7 +215,7 @@ pub fn points_table() -> String {
     let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
-    for s in registry::lock().sites.iter() {
+    for s in site::lock().sites.iter() {
         let count = s.point.count.load(Ordering::Relaxed);
         if count == 0 {
             continue;
@@ -327,7 +299,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
             at
         })
     };
-    let reg = registry::lock();
+    let reg = site::lock();
     // Site ids are dense (a counter): a table maps them to indices in the trace.
     let max_id = reg
         .sites
@@ -421,7 +393,7 @@ pub(crate) fn init_from_environment() {
         if record || points {
             extern "C" fn at_exit() {
                 if std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1") {
-                    crate::note_raw(&points_table());
+                    note_raw(&points_table());
                 }
                 if SLOTS.load(Ordering::Acquire).is_null() {
                     return;
@@ -435,9 +407,9 @@ pub(crate) fn init_from_environment() {
                         } else {
                             String::new()
                         };
-                        crate::note(&format!("{n} records written to {}{extra}", path.display()));
+                        note(&format!("{n} records written to {}{extra}", path.display()));
                     }
-                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
                 }
             }
             // SAFETY: registers a function with no preconditions.
@@ -457,7 +429,7 @@ pub(crate) fn init_from_environment() {
                     // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
                     .and_then(|mut f| f.write_all(line.as_bytes()));
                 if let Err(e) = written {
-                    crate::note(&format!(
+                    note(&format!(
                         "cannot append to {}: {e}",
                         std::path::Path::new(&path).display()
                     ));
@@ -475,7 +447,7 @@ pub(crate) fn init_from_environment() {
         if let Ok(sig) = std::env::var("BOOTPROF_DUMP_SIGNAL") {
             match signal_number(&sig) {
                 Some(n) => dump_on_signal(n),
-                None => crate::note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
+                None => note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
             }
         }
     });
@@ -486,7 +458,7 @@ pub(crate) fn init_from_environment() {
 /// may lose counts under concurrent hits of one site), and the most-hit function with its hits.
 pub(crate) fn stats_line() -> String {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let reg = registry::lock();
+    let reg = site::lock();
     let (mut enabled, mut hits, mut top) = (0usize, 0u64, ("-", 0u64));
     for s in &reg.sites {
         let h = s.hits.load(Ordering::Relaxed);
@@ -528,7 +500,7 @@ fn dump_on_signal(sig: libc::c_int) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the array we own.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        crate::note("cannot create the dump pipe");
+        note("cannot create the dump pipe");
         return;
     }
     DUMP_PIPE.store(fds[1] as usize, Ordering::Release);
@@ -542,15 +514,15 @@ fn dump_on_signal(sig: libc::c_int) {
             if n == 1 {
                 let path = default_path();
                 match dump(&path) {
-                    Ok(n) => crate::note(&format!("{n} records written to {}", path.display())),
-                    Err(e) => crate::note(&format!("cannot write {}: {e}", path.display())),
+                    Ok(n) => note(&format!("{n} records written to {}", path.display())),
+                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
                 }
             } else if n == 0 {
                 return;
             }
         });
     if spawned.is_err() {
-        crate::note("cannot start the dump thread");
+        note("cannot start the dump thread");
         return;
     }
     extern "C" fn on_signal(_: libc::c_int) {
@@ -581,7 +553,7 @@ pub fn dropped() -> u64 {
 #[doc(hidden)]
 pub fn record_benchmark(n: usize) -> (f64, f64) {
     start(2 * n + CHUNK);
-    let site = registry::synthetic_site(0, 0x1000);
+    let site = site::synthetic_site(0, 0x1000);
     let time = |with_tsc: bool| {
         let t = std::time::Instant::now();
         for i in 0..n as u64 {

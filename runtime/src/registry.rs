@@ -1,231 +1,19 @@
-//! The registry: takes the site tables the loaded objects register; hands on the lookup structure
-//! the dispatchers use (an immutable, sorted snapshot swapped in atomically, so a SIGTRAP handler
-//! reads it without a lock) and carries out enable/disable with the cross-modifying protocol.
+//! The registry: takes the site tables the loaded objects register and the patterns callers
+//! enable, disable and attach handlers with; hands on the registered sites and their lookup
+//! snapshot (both kept in `site`), and carries out enable/disable by writing code ([`text`]) with
+//! the cross-modifying protocol, installing the SIGTRAP handler ([`trap`](crate::trap)) before the
+//! first site is enabled.
 
+use crate::note::note;
 use crate::pattern::{Pattern, PatternError};
+use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
-use bootprof_format::{self as format, Form, Kind};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-/// How an enabled site fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Mode {
-    /// `int3` over the first byte; the SIGTRAP handler dispatches.
-    Trap = 1,
-    /// The call to the site's stub is put back; the stub enters the dispatcher.
-    Call = 2,
-}
-
-pub(crate) const DISABLED: u8 = 0;
-pub(crate) const TRAP: u8 = 1;
-pub(crate) const CALL: u8 = 2;
-/// `int3` is on the first byte on the way from disabled to call mode.
-pub(crate) const ENABLING_CALL: u8 = 3;
-/// `int3` is on the first byte on the way from call mode to disabled.
-pub(crate) const DISABLING_CALL: u8 = 4;
-
-/// One site of a loaded object.
-pub struct SiteRec {
-    /// Unique, in registration order: the probe id handlers see.
-    pub id: u32,
-    /// Start of the table the site came from (which loaded object).
-    pub table: u64,
-    /// Address of the site.
-    pub addr: u64,
-    /// Kind of site.
-    pub kind: Kind,
-    /// The instruction it was.
-    pub form: Form,
-    /// Address of its stub.
-    pub target: u64,
-    /// Provider (empty for hooks).
-    pub provider: &'static str,
-    /// Probe name (the hook symbol for hooks).
-    pub name: &'static str,
-    /// Enclosing function (empty if unknown).
-    pub function: &'static str,
-    /// Offset in the function.
-    pub func_offset: u32,
-    /// What patterns match: `provider:name` for probes, the function for hooks.
-    pub match_name: &'static str,
-    /// NUL-terminated C strings of the names, for the C API.
-    pub(crate) c_provider: *const u8,
-    pub(crate) c_name: *const u8,
-    pub(crate) c_function: *const u8,
-    /// Address of the stub's name string (what a stub loads into r11).
-    pub(crate) stub_id: u64,
-    /// The bytes of the disabled site.
-    pub(crate) nop: [u8; 8],
-    /// One of the state constants.
-    pub(crate) state: AtomicU8,
-    /// Bit i set: handler i wants this site.
-    pub(crate) handlers: AtomicU64,
-    /// Hits since start.
-    pub(crate) hits: AtomicU64,
-    /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
-    pub(crate) rec_kind: u8,
-    /// Profile-point figures, when this is an ENTER site.
-    pub(crate) point: crate::recorder::Point,
-}
-
-// SAFETY: the raw pointers point into the loaded objects' read-only data, shared by all threads.
-unsafe impl Sync for SiteRec {}
-// SAFETY: as above.
-unsafe impl Send for SiteRec {}
-
-impl SiteRec {
-    /// The current state.
-    pub fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire)
-    }
-
-    /// The mode the site is enabled in (a site on its way to call mode counts as enabled).
-    pub fn mode(&self) -> Option<Mode> {
-        match self.state() {
-            TRAP => Some(Mode::Trap),
-            CALL | ENABLING_CALL => Some(Mode::Call),
-            _ => None,
-        }
-    }
-
-    /// Length of the site in bytes.
-    pub fn site_len(&self) -> usize {
-        self.form.len()
-    }
-
-    /// Whether `pattern` selects this site: by `provider:name` for probes, by function for hooks,
-    /// and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations, whose region is their
-    /// function.
-    pub fn matches(&self, pattern: &Pattern) -> bool {
-        pattern.matches(self.match_name)
-            || (self.provider == "bootprof" && pattern.matches(self.function))
-    }
-
-    /// Whether the site is a tail jump.
-    pub fn is_tail(&self) -> bool {
-        self.form.is_tail()
-    }
-
-    /// Whether the site is a guard: a NOP that, enabled, jumps to out-of-line code.
-    pub fn is_guard(&self) -> bool {
-        self.form == Form::Guard
-    }
-
-    /// The bytes an enabled call-mode site holds: a call (or, for a tail site, a jump) to its
-    /// stub, padded with a one-byte NOP for six-byte sites; for a guard, the jump to its
-    /// out-of-line code.
-    fn call_bytes(&self) -> Option<[u8; 8]> {
-        let rel = self.target as i64 - (self.addr as i64 + 5);
-        let rel = i32::try_from(rel).ok()?;
-        let mut b = [0u8; 8];
-        b[0] = if self.is_tail() || self.is_guard() {
-            0xe9
-        } else {
-            0xe8
-        };
-        b[1..5].copy_from_slice(&rel.to_le_bytes());
-        if self.site_len() == 6 {
-            b[5] = 0x90;
-        }
-        Some(b)
-    }
-}
-
-/// The lookup snapshot: sites sorted by address, and an open-addressing hash table over the
-/// addresses (one probe in the common case, the key and the site's reference inline, so a lookup
-/// is one cache miss).
-pub(crate) struct Index {
-    pub addrs: Vec<u64>,
-    pub sites: Vec<&'static SiteRec>,
-    /// (address, site); `None` marks an empty slot.
-    table: Vec<(u64, Option<&'static SiteRec>)>,
-    mask: usize,
-    /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
-    /// no return address of their own).
-    pub tails: HashMap<u64, Vec<&'static SiteRec>>,
-}
-
-#[inline]
-fn slot_of(addr: u64, mask: usize) -> usize {
-    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
-}
-
-impl Index {
-    fn new(sites: Vec<&'static SiteRec>, tails: HashMap<u64, Vec<&'static SiteRec>>) -> Index {
-        let addrs: Vec<u64> = sites.iter().map(|s| s.addr).collect();
-        let cap = (sites.len() * 2).next_power_of_two().max(16);
-        let mask = cap - 1;
-        let mut table = vec![(0u64, None); cap];
-        for (&a, &site) in addrs.iter().zip(&sites) {
-            let mut h = slot_of(a, mask);
-            while table[h].1.is_some() {
-                h = (h + 1) & mask;
-            }
-            table[h] = (a, Some(site));
-        }
-        Index {
-            addrs,
-            sites,
-            table,
-            mask,
-            tails,
-        }
-    }
-
-    /// The site at exactly `addr`.
-    #[inline]
-    pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
-        let mut h = slot_of(addr, self.mask);
-        loop {
-            match self.table[h] {
-                (_, None) => return None,
-                (a, site) if a == addr => return site,
-                _ => h = (h + 1) & self.mask,
-            }
-        }
-    }
-
-    /// The same answer by binary search over the sorted addresses (the benchmark's yardstick).
-    pub fn lookup_sorted(&self, addr: u64) -> Option<&'static SiteRec> {
-        self.addrs.binary_search(&addr).ok().map(|i| self.sites[i])
-    }
-}
-
-static INDEX: AtomicPtr<Index> = AtomicPtr::new(std::ptr::null_mut());
-
-/// The current snapshot (empty before the first registration).
-pub(crate) fn index() -> Option<&'static Index> {
-    // SAFETY: snapshots are leaked, never freed, once published.
-    unsafe { INDEX.load(Ordering::Acquire).as_ref() }
-}
-
-/// A registered handler, as the registry keeps it (the hit path reads `dispatch`'s slots).
-#[derive(Clone)]
-pub(crate) struct Handler {
-    pub pattern: Pattern,
-}
-
-/// Maximum number of handlers at once (one bit each in a site's mask).
-pub const MAX_HANDLERS: usize = 64;
-
-pub(crate) struct Registry {
-    pub sites: Vec<&'static SiteRec>,
-    pub notrace: Vec<Pattern>,
-    pub handlers: Vec<Option<Handler>>,
-}
-
-pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
-    sites: Vec::new(),
-    notrace: Vec::new(),
-    handlers: Vec::new(),
-});
-
-pub(crate) fn lock() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
-}
+#[doc(hidden)]
+pub use crate::site::{lookup_benchmark, synthetic_site};
+pub use crate::site::{Mode, SiteRec, MAX_HANDLERS};
 
 /// Why an enable or disable failed.
 #[derive(Debug)]
@@ -290,7 +78,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     let mut new = Vec::new();
     for (i, site) in format::sites(bytes, start as u64).enumerate() {
         let Ok(site) = site else {
-            crate::note(&format!("ignoring a malformed site table at {start:p}"));
+            note(&format!("ignoring a malformed site table at {start:p}"));
             break;
         };
         // SAFETY: the names are NUL-terminated strings in the object's read-only data.
@@ -304,20 +92,15 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         } else {
             Box::leak(format!("{provider}:{name}").into_boxed_str())
         };
-        // The stub starts `lea rel32(%rip), %r11` (4c 8d 1d rel32): its name string is the id.
+        // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
         // (A guard's target is the program's own code, not a stub.)
-        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
-        let stub_id = unsafe {
-            let p = site.target as *const u8;
-            if site.target != 0
-                && site.form != Form::Guard
-                && std::slice::from_raw_parts(p, 3) == [0x4c, 0x8d, 0x1d]
-            {
-                let rel = i32::from_le_bytes(std::ptr::read_unaligned(p.add(3) as *const [u8; 4]));
-                (site.target as i64 + 7 + rel as i64) as u64
-            } else {
-                0
-            }
+        let stub_id = if site.target != 0 && site.form != Form::Guard {
+            // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
+            let lea =
+                unsafe { std::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
+            code::stub_id(site.target, &lea).unwrap_or(0)
+        } else {
+            0
         };
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
             id: first_id + i as u32,
@@ -340,7 +123,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             handlers: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             rec_kind: format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8),
-            point: crate::recorder::Point::new(),
+            point: site::Point::new(),
         }));
         let mut mask = 0u64;
         for (h, handler) in reg.handlers.iter().enumerate() {
@@ -355,7 +138,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + count as u32, Ordering::Relaxed);
     reg.sites.extend(new);
-    publish(&reg);
+    site::publish(&reg.sites);
     count
 }
 
@@ -378,24 +161,11 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         .and_then(|()| switch_call(&call, false))
         .is_err()
     {
-        crate::note("cannot restore the sites of an object being unloaded");
+        note("cannot restore the sites of an object being unloaded");
     }
     reg.sites = kept;
-    publish(&reg);
+    site::publish(&reg.sites);
     gone.len()
-}
-
-/// Builds and publishes a new snapshot of `reg`'s sites.
-fn publish(reg: &Registry) {
-    let mut sites = reg.sites.clone();
-    sites.sort_by_key(|s| s.addr);
-    let mut tails: HashMap<u64, Vec<&'static SiteRec>> = HashMap::new();
-    for s in sites.iter().filter(|s| s.is_tail() && s.stub_id != 0) {
-        tails.entry(s.stub_id).or_default().push(s);
-    }
-    let index = Box::into_raw(Box::new(Index::new(sites, tails)));
-    // The old snapshot may still be read by a signal handler: it is leaked, not freed.
-    INDEX.store(index, Ordering::Release);
 }
 
 /// The state `to` means for `site`: a guard is enabled by its jump whatever the mode (the mode
@@ -461,7 +231,7 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
 }
 
 fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
     for s in sites {
         s.state.store(TRAP, Ordering::Release);
     }
@@ -488,6 +258,16 @@ fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
     Ok(())
 }
 
+/// The bytes an enabled call-mode site holds (`code::enabled_bytes`): a call (or, for a tail
+/// site, a jump) to its stub, padded with a one-byte NOP for six-byte sites; for a guard, the
+/// jump to its out-of-line code. `None` when the target is out of reach of the 5-byte
+/// instruction's 32-bit displacement.
+fn call_bytes(site: &SiteRec) -> Option<[u8; MAX_SITE_LEN]> {
+    let rel = site.target as i64 - (site.addr as i64 + 5);
+    let rel = i32::try_from(rel).ok()?;
+    Some(code::enabled_bytes(site.form, rel))
+}
+
 /// Moves `sites` from disabled to call mode (`enable`) or back, with the int3 bridge:
 /// int3 on byte 0 -> sync -> bytes 1.. -> sync -> byte 0 -> sync. A thread that meets the int3 is
 /// handled by the SIGTRAP handler as the old or new instruction, by the transient state.
@@ -498,7 +278,7 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     let mut new = Vec::with_capacity(sites.len());
     for s in sites {
         new.push(if enable {
-            s.call_bytes().ok_or(Error::Unreachable(s.addr))?
+            call_bytes(s).ok_or(Error::Unreachable(s.addr))?
         } else {
             s.nop
         });
@@ -511,7 +291,7 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
-    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[0xccu8][..])).collect();
+    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
@@ -582,69 +362,4 @@ pub(crate) fn remove_handler(slot: usize) -> bool {
     crate::dispatch::set_slot(slot, None);
     reg.handlers[slot] = None;
     true
-}
-
-/// Measures the lookup structure: builds a snapshot of `n` synthetic sites spread like code
-/// (addresses 5 to 40 bytes apart) and returns the mean nanoseconds per lookup of the hash table
-/// and of a binary search over the same sites, for `lookups` random present addresses.
-#[doc(hidden)]
-pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut rand = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let mut addr = 0x55_5555_0000u64;
-    let sites: Vec<&'static SiteRec> = (0..n)
-        .map(|i| {
-            addr += 5 + rand() % 36;
-            synthetic_site(i as u32, addr)
-        })
-        .collect();
-    let index = Index::new(sites, HashMap::new());
-    let probes: Vec<u64> = (0..lookups)
-        .map(|_| index.addrs[(rand() % n as u64) as usize])
-        .collect();
-    let time = |f: &dyn Fn(u64) -> Option<&'static SiteRec>| {
-        let t = std::time::Instant::now();
-        let mut found = 0u64;
-        for &a in &probes {
-            found += u64::from(std::hint::black_box(f(a)).is_some());
-        }
-        assert_eq!(found as usize, lookups);
-        t.elapsed().as_secs_f64() * 1e9 / lookups as f64
-    };
-    let hash = time(&|a| index.lookup(a));
-    let sorted = time(&|a| index.lookup_sorted(a));
-    (hash, sorted)
-}
-
-/// A site with no object behind it, for the benchmarks.
-#[doc(hidden)]
-pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
-    Box::leak(Box::new(SiteRec {
-        id,
-        table: 0,
-        addr,
-        kind: Kind::Fentry,
-        form: Form::CallRel32,
-        target: 0,
-        provider: "",
-        name: "",
-        function: "",
-        func_offset: 0,
-        match_name: "",
-        c_provider: std::ptr::null(),
-        c_name: std::ptr::null(),
-        c_function: std::ptr::null(),
-        stub_id: 0,
-        nop: [0; 8],
-        state: AtomicU8::new(DISABLED),
-        handlers: AtomicU64::new(0),
-        hits: AtomicU64::new(0),
-        rec_kind: 0,
-        point: crate::recorder::Point::new(),
-    }))
 }

@@ -1,12 +1,12 @@
 //! Trap mode: the SIGTRAP handler. Takes the trap's saved registers; maps the PC (RIP-1) to a site
-//! through the registry's sorted snapshot; runs the handlers and resumes after the site as the
+//! through the sites' lookup snapshot; runs the handlers and resumes after the site as the
 //! enabled instruction would (a call returns, a tail jump returns to the caller, an is-enabled test
 //! yields 1). A trap that is not at one of our sites goes to the handler that was installed before
 //! ours, or to the default action, so a debugger's or `__builtin_debugtrap` breakpoint still works.
 
 use crate::dispatch;
-use crate::registry::{self, SiteRec, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
-use bootprof_format::Kind;
+use crate::site::{self, SiteRec, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
+use bootprof_format::{code, Kind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -56,13 +56,13 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
     let g = &mut uc.uc_mcontext.gregs;
     let pc = (g[REG_RIP] as u64).wrapping_sub(1);
-    let site = registry::index().and_then(|i| i.lookup(pc));
+    let site = site::lookup(pc);
     let Some(site) = site else {
         return chain(sig, info, ctx);
     };
     // SAFETY: the site is in our own loaded code.
     let byte = unsafe { std::ptr::read_volatile(pc as *const u8) };
-    if byte != 0xcc {
+    if byte != code::INT3 {
         // The int3 was taken away after this thread hit it: run the site again as it is now.
         g[REG_RIP] = pc as i64;
         return;

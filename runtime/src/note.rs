@@ -1,0 +1,13 @@
+//! Notes to stderr: takes a message from any module; hands it on to file descriptor 2 with one
+//! `write(2)` (usable before `main`, in any thread). The runtime never writes to stdout.
+
+/// Writes `bootprof: <msg>` and a newline to stderr.
+pub(crate) fn note(msg: &str) {
+    note_raw(&format!("bootprof: {msg}\n"));
+}
+
+/// Writes `text` to stderr as it is.
+pub(crate) fn note_raw(text: &str) {
+    // SAFETY: write(2) on fd 2 with a valid buffer; usable before main and in any thread.
+    unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+}

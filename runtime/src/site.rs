@@ -1,0 +1,319 @@
+//! Sites: takes the pattern language; hands on what every other module shares about a site: its
+//! record ([`SiteRec`]), its state constants, the [`Mode`] an enabled site fires in, its
+//! profile-point figures ([`Point`]), the list of registered sites with the notrace and handler
+//! patterns (under one lock), and the lookup snapshot the dispatchers read without a lock (an
+//! immutable hash table over the sites' addresses, swapped in atomically by [`publish`]).
+//!
+//! Nothing here writes code or changes a state; the registry does, through these types.
+
+use crate::pattern::Pattern;
+use bootprof_format::{Form, Kind, MAX_SITE_LEN};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+/// How an enabled site fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mode {
+    /// `int3` over the first byte; the SIGTRAP handler dispatches.
+    Trap = 1,
+    /// The call to the site's stub is put back; the stub enters the dispatcher.
+    Call = 2,
+}
+
+pub(crate) const DISABLED: u8 = 0;
+pub(crate) const TRAP: u8 = 1;
+pub(crate) const CALL: u8 = 2;
+/// `int3` is on the first byte on the way from disabled to call mode.
+pub(crate) const ENABLING_CALL: u8 = 3;
+/// `int3` is on the first byte on the way from call mode to disabled.
+pub(crate) const DISABLING_CALL: u8 = 4;
+
+/// One site of a loaded object.
+pub struct SiteRec {
+    /// Unique, in registration order: the probe id handlers see.
+    pub id: u32,
+    /// Start of the table the site came from (which loaded object).
+    pub table: u64,
+    /// Address of the site.
+    pub addr: u64,
+    /// Kind of site.
+    pub kind: Kind,
+    /// The instruction it was.
+    pub form: Form,
+    /// Address of its stub.
+    pub target: u64,
+    /// Provider (empty for hooks).
+    pub provider: &'static str,
+    /// Probe name (the hook symbol for hooks).
+    pub name: &'static str,
+    /// Enclosing function (empty if unknown).
+    pub function: &'static str,
+    /// Offset in the function.
+    pub func_offset: u32,
+    /// What patterns match: `provider:name` for probes, the function for hooks.
+    pub match_name: &'static str,
+    /// NUL-terminated C strings of the names, for the C API.
+    pub(crate) c_provider: *const u8,
+    pub(crate) c_name: *const u8,
+    pub(crate) c_function: *const u8,
+    /// Address of the stub's name string (what a stub loads into r11).
+    pub(crate) stub_id: u64,
+    /// The bytes of the disabled site.
+    pub(crate) nop: [u8; MAX_SITE_LEN],
+    /// One of the state constants.
+    pub(crate) state: AtomicU8,
+    /// Bit i set: handler i wants this site.
+    pub(crate) handlers: AtomicU64,
+    /// Hits since start.
+    pub(crate) hits: AtomicU64,
+    /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
+    pub(crate) rec_kind: u8,
+    /// Profile-point figures, when this is an ENTER site.
+    pub(crate) point: Point,
+}
+
+// SAFETY: the raw pointers point into the loaded objects' read-only data, shared by all threads.
+unsafe impl Sync for SiteRec {}
+// SAFETY: as above.
+unsafe impl Send for SiteRec {}
+
+impl SiteRec {
+    /// The current state.
+    pub fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// The mode the site is enabled in (a site on its way to call mode counts as enabled).
+    pub fn mode(&self) -> Option<Mode> {
+        match self.state() {
+            TRAP => Some(Mode::Trap),
+            CALL | ENABLING_CALL => Some(Mode::Call),
+            _ => None,
+        }
+    }
+
+    /// Length of the site in bytes.
+    pub fn site_len(&self) -> usize {
+        self.form.len()
+    }
+
+    /// Whether `pattern` selects this site: by `provider:name` for probes, by function for hooks,
+    /// and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations, whose region is their
+    /// function.
+    pub fn matches(&self, pattern: &Pattern) -> bool {
+        pattern.matches(self.match_name)
+            || (self.provider == "bootprof" && pattern.matches(self.function))
+    }
+
+    /// Whether the site is a tail jump.
+    pub fn is_tail(&self) -> bool {
+        self.form.is_tail()
+    }
+
+    /// Whether the site is a guard: a NOP that, enabled, jumps to out-of-line code.
+    pub fn is_guard(&self) -> bool {
+        self.form == Form::Guard
+    }
+}
+
+/// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).
+#[derive(Default)]
+pub struct Point {
+    pub(crate) count: AtomicU64,
+    pub(crate) total: AtomicU64,
+    pub(crate) min: AtomicU64,
+    pub(crate) max: AtomicU64,
+}
+
+impl Point {
+    pub(crate) const fn new() -> Point {
+        Point {
+            count: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The lookup snapshot: sites sorted by address, and an open-addressing hash table over the
+/// addresses (one probe in the common case, the key and the site's reference inline, so a lookup
+/// is one cache miss).
+pub(crate) struct Index {
+    pub addrs: Vec<u64>,
+    pub sites: Vec<&'static SiteRec>,
+    /// (address, site); `None` marks an empty slot.
+    table: Vec<(u64, Option<&'static SiteRec>)>,
+    mask: usize,
+    /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
+    /// no return address of their own).
+    pub tails: HashMap<u64, Vec<&'static SiteRec>>,
+}
+
+#[inline]
+fn slot_of(addr: u64, mask: usize) -> usize {
+    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
+}
+
+impl Index {
+    fn new(sites: Vec<&'static SiteRec>, tails: HashMap<u64, Vec<&'static SiteRec>>) -> Index {
+        let addrs: Vec<u64> = sites.iter().map(|s| s.addr).collect();
+        let cap = (sites.len() * 2).next_power_of_two().max(16);
+        let mask = cap - 1;
+        let mut table = vec![(0u64, None); cap];
+        for (&a, &site) in addrs.iter().zip(&sites) {
+            let mut h = slot_of(a, mask);
+            while table[h].1.is_some() {
+                h = (h + 1) & mask;
+            }
+            table[h] = (a, Some(site));
+        }
+        Index {
+            addrs,
+            sites,
+            table,
+            mask,
+            tails,
+        }
+    }
+
+    /// The site at exactly `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
+        let mut h = slot_of(addr, self.mask);
+        loop {
+            match self.table[h] {
+                (_, None) => return None,
+                (a, site) if a == addr => return site,
+                _ => h = (h + 1) & self.mask,
+            }
+        }
+    }
+
+    /// The same answer by binary search over the sorted addresses (the benchmark's yardstick).
+    pub fn lookup_sorted(&self, addr: u64) -> Option<&'static SiteRec> {
+        self.addrs.binary_search(&addr).ok().map(|i| self.sites[i])
+    }
+}
+
+static INDEX: AtomicPtr<Index> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The current snapshot (empty before the first registration).
+pub(crate) fn index() -> Option<&'static Index> {
+    // SAFETY: snapshots are leaked, never freed, once published.
+    unsafe { INDEX.load(Ordering::Acquire).as_ref() }
+}
+
+/// The site at exactly `pc` in the current snapshot.
+#[inline]
+pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
+    index().and_then(|i| i.lookup(pc))
+}
+
+/// Builds and publishes a new snapshot of `sites`.
+pub(crate) fn publish(sites: &[&'static SiteRec]) {
+    let mut sites = sites.to_vec();
+    sites.sort_by_key(|s| s.addr);
+    let mut tails: HashMap<u64, Vec<&'static SiteRec>> = HashMap::new();
+    for s in sites.iter().filter(|s| s.is_tail() && s.stub_id != 0) {
+        tails.entry(s.stub_id).or_default().push(s);
+    }
+    let index = Box::into_raw(Box::new(Index::new(sites, tails)));
+    // The old snapshot may still be read by a signal handler: it is leaked, not freed.
+    INDEX.store(index, Ordering::Release);
+}
+
+/// A registered handler, as the registry keeps it (the hit path reads `dispatch`'s slots).
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub pattern: Pattern,
+}
+
+/// Maximum number of handlers at once (one bit each in a site's mask).
+pub const MAX_HANDLERS: usize = 64;
+
+/// The registered sites (in registration order), the notrace patterns and the handlers'
+/// patterns: what enable, disable and the dumps read and change under [`lock`].
+pub(crate) struct Registry {
+    pub sites: Vec<&'static SiteRec>,
+    pub notrace: Vec<Pattern>,
+    pub handlers: Vec<Option<Handler>>,
+}
+
+pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    sites: Vec::new(),
+    notrace: Vec::new(),
+    handlers: Vec::new(),
+});
+
+/// The registry, locked (a panic of another holder is ignored, not passed on).
+pub(crate) fn lock() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Measures the lookup structure: builds a snapshot of `n` synthetic sites spread like code
+/// (addresses 5 to 40 bytes apart) and returns the mean nanoseconds per lookup of the hash table
+/// and of a binary search over the same sites, for `lookups` random present addresses.
+#[doc(hidden)]
+pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut addr = 0x55_5555_0000u64;
+    let sites: Vec<&'static SiteRec> = (0..n)
+        .map(|i| {
+            addr += 5 + rand() % 36;
+            synthetic_site(i as u32, addr)
+        })
+        .collect();
+    let index = Index::new(sites, HashMap::new());
+    let probes: Vec<u64> = (0..lookups)
+        .map(|_| index.addrs[(rand() % n as u64) as usize])
+        .collect();
+    let time = |f: &dyn Fn(u64) -> Option<&'static SiteRec>| {
+        let t = std::time::Instant::now();
+        let mut found = 0u64;
+        for &a in &probes {
+            found += u64::from(std::hint::black_box(f(a)).is_some());
+        }
+        assert_eq!(found as usize, lookups);
+        t.elapsed().as_secs_f64() * 1e9 / lookups as f64
+    };
+    let hash = time(&|a| index.lookup(a));
+    let sorted = time(&|a| index.lookup_sorted(a));
+    (hash, sorted)
+}
+
+/// A site with no object behind it, for the benchmarks.
+#[doc(hidden)]
+pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
+    Box::leak(Box::new(SiteRec {
+        id,
+        table: 0,
+        addr,
+        kind: Kind::Fentry,
+        form: Form::CallRel32,
+        target: 0,
+        provider: "",
+        name: "",
+        function: "",
+        func_offset: 0,
+        match_name: "",
+        c_provider: std::ptr::null(),
+        c_name: std::ptr::null(),
+        c_function: std::ptr::null(),
+        stub_id: 0,
+        nop: [0; MAX_SITE_LEN],
+        state: AtomicU8::new(DISABLED),
+        handlers: AtomicU64::new(0),
+        hits: AtomicU64::new(0),
+        rec_kind: 0,
+        point: Point::new(),
+    }))
+}
