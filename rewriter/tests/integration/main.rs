@@ -14,7 +14,7 @@
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
-//! | [`elf`], [`json`], [`util`] | hand-written ELF and JSON reading, helpers |
+//! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |
 //!
 //! Set `BOOTPROF_TEST_KEEP=1` to keep the temporary directories.
 

@@ -7,12 +7,12 @@
 //! `BOOTPROF_SAVE_FLAMECHART=PATH` makes `flamechart_screenshot` keep its PNG at PATH (this is
 //! how `docs/flamechart.png` is made; see `docs/README.md`).
 
-use crate::json::{self, Value};
 use crate::util::{cmd, run, Out, TempDir, BOOTPROF};
 use bootprof_format::trace::{
     Record, RecordKind, SiteEntry, TraceHeader, NONE, RECORD_SIZE, SITE_SIZE,
 };
 use bootprof_format::Kind;
+use serde_json::{Number, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -299,7 +299,7 @@ fn chrome_frames(doc: &Value) -> BTreeMap<u64, Vec<(String, String, f64, f64)>> 
             .expect("name")
             .to_string();
         let ts = || match e.get("ts") {
-            Some(Value::Number(n)) => n.parse::<f64>().expect("ts"),
+            Some(Value::Number(n)) => n.as_f64().expect("ts"),
             other => panic!("ts: {other:?}"),
         };
         match ph {
@@ -339,7 +339,7 @@ fn chrome_is_json_with_balanced_frames_and_the_blame() {
     let dir = TempDir::new("report-chrome");
     let trace = small_boot().write(&dir, "boot.trace");
     let out = report(&trace, "chrome");
-    let doc = json::parse(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
     let frames = chrome_frames(&doc);
     let find = |tid: u64, name: &str| -> Vec<(String, f64, f64)> {
         frames[&tid]
@@ -400,7 +400,13 @@ fn chrome_is_json_with_balanced_frames_and_the_blame() {
         .find(|e| e.get("name").and_then(Value::as_str) == Some("app:ready"))
         .expect("app:ready");
     assert_eq!(ready.get("ph").and_then(Value::as_str), Some("i"));
-    assert_eq!(ready.get("ts"), Some(&Value::Number("35.000".into())));
+    assert_eq!(
+        ready
+            .get("ts")
+            .and_then(Value::as_number)
+            .map(Number::as_str),
+        Some("35.000")
+    );
 }
 
 #[test]
@@ -414,7 +420,7 @@ fn chrome_drops_unmatched_exits_and_closes_open_frames_at_the_end() {
     let dir = TempDir::new("report-unbalanced");
     let trace = b.write(&dir, "t.trace");
     let out = report(&trace, "chrome");
-    let frames = chrome_frames(&json::parse(&out.stdout).unwrap());
+    let frames = chrome_frames(&serde_json::from_str(&out.stdout).unwrap());
     let got: Vec<(String, f64, f64)> = frames[&1].iter().map(|f| (f.0.clone(), f.2, f.3)).collect();
     assert_eq!(
         got,
