@@ -1,136 +1,30 @@
 //! Static archives: takes an archive's bytes and a function that rewrites one member; hands on a
 //! private copy of the archive with the rewritten members, or `None` when no member changed.
 //!
-//! Members keep their order, names and headers, so the linker pulls in exactly the members it
-//! would have pulled from the original; the symbol index (`/` or `/SYM64/`) keeps its symbols and
-//! gets the members' new offsets (the rewriter adds only local symbols, so the index's symbols
-//! stay right). A thin archive (`!<thin>`) becomes a regular one holding its members' contents.
+//! Reading is `object::read::archive`'s: GNU archives with a 32-bit (`/`) or 64-bit (`/SYM64/`)
+//! symbol index, regular or thin (`!<thin>`, members in their own files, read relative to the
+//! archive). The writer is ours because `object` has none: it writes a regular GNU archive with
+//! the members in their order, under their names (long ones in a `//` table) and with their
+//! dates, owners and modes, and the symbol index with the same symbols in the same order,
+//! pointing at the members' new places (the rewriter adds only local symbols, so the index stays
+//! right). A thin archive so becomes a regular one holding its members' contents.
 
 use crate::error::{Error, Location, Result};
+use object::archive::Header;
+use object::read::archive::{ArchiveFile, ArchiveKind};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"!<arch>\n";
-const THIN_MAGIC: &[u8; 8] = b"!<thin>\n";
-const HEADER: usize = 60;
+/// Size of a member header.
+const HEADER_SIZE: usize = std::mem::size_of::<Header>();
 
-/// Whether `data` starts like an archive.
-pub fn is_archive(data: &[u8]) -> bool {
-    data.starts_with(MAGIC) || data.starts_with(THIN_MAGIC)
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum MemberKind {
-    Symbols32,
-    Symbols64,
-    LongNames,
-    Regular,
-}
-
+/// One member: where its header was, its name, its header's other fields, its contents.
 struct Member<'a> {
-    header: [u8; HEADER],
-    kind: MemberKind,
-    name: String,
-    /// Offset of the header in the original archive.
-    offset: usize,
-    data: std::borrow::Cow<'a, [u8]>,
-}
-
-fn parse_decimal(field: &[u8]) -> Option<usize> {
-    let s = std::str::from_utf8(field).ok()?.trim_end();
-    if s.is_empty() {
-        return Some(0);
-    }
-    s.parse().ok()
-}
-
-/// Reads the members of `data`; for a thin archive, reads member files relative to `path`.
-fn members<'a>(data: &'a [u8], path: &Path) -> Result<Vec<Member<'a>>> {
-    let file = path.display().to_string();
-    let err = |offset: usize, what: String| Error::Archive {
-        at: Location {
-            offset: Some(offset as u64),
-            ..Location::file(file.clone())
-        },
-        what,
-    };
-    let thin = data.starts_with(THIN_MAGIC);
-    let mut pos = MAGIC.len();
-    let mut out = Vec::new();
-    let mut long_names: &[u8] = &[];
-    while pos < data.len() {
-        if data.len() - pos < HEADER {
-            if data[pos..].iter().all(|&b| b == b'\n') {
-                break;
-            }
-            return Err(err(pos, "truncated member header".into()));
-        }
-        let mut header = [0u8; HEADER];
-        header.copy_from_slice(&data[pos..pos + HEADER]);
-        if &header[58..60] != b"`\n" {
-            return Err(err(pos, "bad member header terminator".into()));
-        }
-        let size =
-            parse_decimal(&header[48..58]).ok_or_else(|| err(pos, "bad member size".into()))?;
-        let raw_name = std::str::from_utf8(&header[..16]).unwrap_or("").trim_end();
-        let kind = match raw_name {
-            "/" => MemberKind::Symbols32,
-            "/SYM64/" => MemberKind::Symbols64,
-            "//" => MemberKind::LongNames,
-            _ if raw_name.starts_with("#1/") || raw_name.starts_with("__.SYMDEF") => {
-                return Err(err(pos, "BSD-format archives are not supported".into()));
-            }
-            _ => MemberKind::Regular,
-        };
-        let name = match raw_name.strip_prefix('/') {
-            Some(index) if kind == MemberKind::Regular => {
-                let at: usize = index
-                    .parse()
-                    .map_err(|_| err(pos, format!("bad long name `{raw_name}`")))?;
-                let rest = long_names
-                    .get(at..)
-                    .ok_or_else(|| err(pos, "long name out of range".into()))?;
-                let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-                String::from_utf8_lossy(&rest[..end])
-                    .trim_end_matches('/')
-                    .to_string()
-            }
-            _ => raw_name.trim_end_matches('/').to_string(),
-        };
-        let body_start = pos + HEADER;
-        // Thin archives store only the index and the long names; members live in their files.
-        let stored = !thin || kind != MemberKind::Regular;
-        let member_data: std::borrow::Cow<'a, [u8]> = if stored {
-            let end = body_start
-                .checked_add(size)
-                .filter(|&e| e <= data.len())
-                .ok_or_else(|| {
-                    err(
-                        pos,
-                        format!("member `{name}` runs past the end of the archive"),
-                    )
-                })?;
-            std::borrow::Cow::Borrowed(&data[body_start..end])
-        } else {
-            let member_path = path.parent().unwrap_or(Path::new(".")).join(&name);
-            std::borrow::Cow::Owned(
-                std::fs::read(&member_path).map_err(|e| Error::io(member_path, e))?,
-            )
-        };
-        if kind == MemberKind::LongNames {
-            if let std::borrow::Cow::Borrowed(b) = member_data {
-                long_names = b;
-            }
-        }
-        out.push(Member {
-            header,
-            kind,
-            name,
-            offset: pos,
-            data: member_data,
-        });
-        pos = body_start + if stored { size + (size & 1) } else { 0 };
-    }
-    Ok(out)
+    old_offset: u64,
+    name: &'a [u8],
+    header: &'a Header,
+    data: Cow<'a, [u8]>,
 }
 
 /// Rewrites the archive `data` (read from `path`): `rewrite(member_name, bytes)` returns the new
@@ -141,85 +35,195 @@ pub fn rewrite_archive(
     path: &Path,
     mut rewrite: impl FnMut(&str, &[u8]) -> Result<Option<Vec<u8>>>,
 ) -> Result<Option<Vec<u8>>> {
-    let thin = data.starts_with(THIN_MAGIC);
-    let mut members = members(data, path)?;
+    let bad = |what: String| Error::Archive {
+        at: Location::file(path.display().to_string()),
+        what,
+    };
+    let archive = ArchiveFile::parse(data).map_err(|e| bad(e.to_string()))?;
+    let wide = match archive.kind() {
+        ArchiveKind::Gnu | ArchiveKind::Unknown => false,
+        ArchiveKind::Gnu64 => true,
+        ArchiveKind::Bsd | ArchiveKind::Bsd64 => {
+            return Err(bad("BSD-format archives are not supported".into()))
+        }
+        kind => return Err(bad(format!("{kind:?}-format archives are not supported"))),
+    };
+    let mut members = read_members(&archive, data, path)?;
     let mut changed = false;
-    for m in members.iter_mut().filter(|m| m.kind == MemberKind::Regular) {
-        if !m.data.starts_with(b"\x7fELF") {
+    for m in &mut members {
+        if !bootprof_format::file::is_elf(&m.data) {
             continue;
         }
-        if let Some(new) = rewrite(&m.name, &m.data)? {
-            m.data = std::borrow::Cow::Owned(new);
+        let name = String::from_utf8_lossy(m.name);
+        if let Some(new) = rewrite(&name, &m.data)? {
+            m.data = Cow::Owned(new);
             changed = true;
         }
     }
-    if !changed && !thin {
+    if !changed && !archive.is_thin() {
         return Ok(None);
     }
-
-    // New offsets: old header offset -> new header offset.
-    let mut new_offset = std::collections::HashMap::new();
-    let mut pos = MAGIC.len();
-    for m in &members {
-        new_offset.insert(m.offset, pos);
-        pos += HEADER + m.data.len() + (m.data.len() & 1);
-    }
-    let mut out = Vec::with_capacity(pos);
-    out.extend_from_slice(MAGIC);
-    for m in &members {
-        let mut header = m.header;
-        let size = format!("{:<10}", m.data.len());
-        header[48..58].copy_from_slice(size.as_bytes());
-        out.extend_from_slice(&header);
-        match m.kind {
-            MemberKind::Symbols32 => {
-                out.extend_from_slice(&remap_index::<4>(&m.data, &new_offset, path)?)
+    let index = match archive.symbols().map_err(|e| bad(e.to_string()))? {
+        Some(symbols) => {
+            let mut index = Vec::new();
+            for s in symbols {
+                let s = s.map_err(|e| bad(e.to_string()))?;
+                index.push((s.name(), s.offset().0));
             }
-            MemberKind::Symbols64 => {
-                out.extend_from_slice(&remap_index::<8>(&m.data, &new_offset, path)?)
-            }
-            _ => out.extend_from_slice(&m.data),
+            Some(index)
         }
-        if m.data.len() & 1 == 1 {
-            out.push(b'\n');
-        }
-    }
-    Ok(Some(out))
+        None => None,
+    };
+    write_archive(&members, index.as_deref(), wide)
+        .map(Some)
+        .map_err(bad)
 }
 
-/// Rewrites the member offsets of a GNU symbol index with `W`-byte big-endian words.
-fn remap_index<const W: usize>(
-    index: &[u8],
-    new_offset: &std::collections::HashMap<usize, usize>,
+/// The members of `archive`, with their contents (for a thin archive, read from their files).
+fn read_members<'a>(
+    archive: &ArchiveFile<'a>,
+    data: &'a [u8],
     path: &Path,
-) -> Result<Vec<u8>> {
-    let bad = |what: &str| Error::Archive {
-        at: Location {
-            section: Some(if W == 4 { "/" } else { "/SYM64/" }.into()),
-            ..Location::file(path.display().to_string())
-        },
-        what: what.into(),
-    };
-    let word = |at: usize| -> Option<u64> {
-        let b = index.get(at..at + W)?;
-        Some(b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
-    };
-    let count = word(0).ok_or_else(|| bad("truncated symbol index"))? as usize;
-    let table_end = count
-        .checked_add(1)
-        .and_then(|c| c.checked_mul(W))
-        .filter(|&e| e <= index.len())
-        .ok_or_else(|| bad("symbol index count runs past its member"))?;
-    let mut out = index.to_vec();
-    for i in 0..count {
-        let at = W * (i + 1);
-        let old = word(at).ok_or_else(|| bad("truncated symbol index"))? as usize;
-        let new = *new_offset
-            .get(&old)
-            .ok_or_else(|| bad("symbol index points at no member"))?;
-        let bytes = (new as u64).to_be_bytes();
-        out[at..at + W].copy_from_slice(&bytes[8 - W..]);
+) -> Result<Vec<Member<'a>>> {
+    let file = path.display().to_string();
+    let mut out = Vec::new();
+    for member in archive.members() {
+        let member = member.map_err(|e| Error::Archive {
+            at: Location::file(file.clone()),
+            what: e.to_string(),
+        })?;
+        let header = member.header().ok_or_else(|| Error::Archive {
+            at: Location::file(file.clone()),
+            what: "a member without a GNU header".into(),
+        })?;
+        // The header lies inside `data`: its distance from the start is the member's offset,
+        // which the symbol index refers to.
+        let old_offset = (header as *const Header as usize - data.as_ptr() as usize) as u64;
+        let name = member.name();
+        let contents = if member.is_thin() {
+            let member_path = path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(String::from_utf8_lossy(name).as_ref());
+            Cow::Owned(std::fs::read(&member_path).map_err(|e| Error::io(member_path, e))?)
+        } else {
+            Cow::Borrowed(member.data(data).map_err(|e| Error::Archive {
+                at: Location {
+                    offset: Some(old_offset),
+                    ..Location::file(file.clone())
+                },
+                what: e.to_string(),
+            })?)
+        };
+        out.push(Member {
+            old_offset,
+            name,
+            header,
+            data: contents,
+        });
     }
-    debug_assert!(table_end <= out.len());
     Ok(out)
+}
+
+/// Writes a regular GNU archive of `members`, with a symbol index of `index` (name, old member
+/// offset) when the original had one: 64-bit words when `wide`.
+fn write_archive(
+    members: &[Member<'_>],
+    index: Option<&[(&[u8], u64)]>,
+    wide: bool,
+) -> std::result::Result<Vec<u8>, String> {
+    let word = if wide { 8 } else { 4 };
+    let index_size = index.map(|symbols| {
+        word * (1 + symbols.len()) + symbols.iter().map(|(n, _)| n.len() + 1).sum::<usize>()
+    });
+    // Names that do not fit a header's 16 bytes (with GNU's closing `/`) go to the `//` table.
+    let mut long_names = Vec::new();
+    let mut name_fields = Vec::with_capacity(members.len());
+    for m in members {
+        if m.name.len() <= 15 && !m.name.contains(&b'/') {
+            let mut field = m.name.to_vec();
+            field.push(b'/');
+            name_fields.push(field);
+        } else {
+            name_fields.push(format!("/{}", long_names.len()).into_bytes());
+            long_names.extend_from_slice(m.name);
+            long_names.extend_from_slice(b"/\n");
+        }
+    }
+    let padded = |size: usize| HEADER_SIZE + size + (size & 1);
+    let mut pos = object::archive::MAGIC.len();
+    pos += index_size.map_or(0, padded);
+    if !long_names.is_empty() {
+        pos += padded(long_names.len());
+    }
+    let mut new_offset = HashMap::new();
+    for m in members {
+        new_offset.insert(m.old_offset, pos);
+        pos += padded(m.data.len());
+    }
+
+    let mut out = Vec::with_capacity(pos);
+    out.extend_from_slice(&object::archive::MAGIC);
+    if let (Some(symbols), Some(size)) = (index, index_size) {
+        let mut table = Vec::with_capacity(size);
+        let put = |table: &mut Vec<u8>, v: usize| {
+            table.extend_from_slice(&(v as u64).to_be_bytes()[8 - word..]);
+        };
+        put(&mut table, symbols.len());
+        for &(_, old) in symbols {
+            let new = new_offset
+                .get(&old)
+                .ok_or("the symbol index points at no member")?;
+            put(&mut table, *new);
+        }
+        for (name, _) in symbols {
+            table.extend_from_slice(name);
+            table.push(0);
+        }
+        let name: &[u8] = if wide { b"/SYM64/" } else { b"/" };
+        append_member(&mut out, &special_header(name, table.len()), &table);
+    }
+    if !long_names.is_empty() {
+        append_member(
+            &mut out,
+            &special_header(b"//", long_names.len()),
+            &long_names,
+        );
+    }
+    for (m, name) in members.iter().zip(name_fields) {
+        let mut header = *m.header;
+        header.name = field(&name);
+        header.size = field(m.data.len().to_string().as_bytes());
+        append_member(&mut out, &header, &m.data);
+    }
+    Ok(out)
+}
+
+/// The header of the symbol index or the long-name table: no date, owner or mode.
+fn special_header(name: &[u8], size: usize) -> Header {
+    Header {
+        name: field(name),
+        date: field(b"0"),
+        uid: field(b"0"),
+        gid: field(b"0"),
+        mode: field(b"0"),
+        size: field(size.to_string().as_bytes()),
+        terminator: object::archive::TERMINATOR,
+    }
+}
+
+/// A header field: `text` padded with spaces.
+fn field<const N: usize>(text: &[u8]) -> [u8; N] {
+    let mut f = [b' '; N];
+    f[..text.len()].copy_from_slice(text);
+    f
+}
+
+/// Appends a member: its header, its contents, and a newline to make its size even.
+fn append_member(out: &mut Vec<u8>, header: &Header, data: &[u8]) {
+    out.extend_from_slice(object::pod::bytes_of(header));
+    out.extend_from_slice(data);
+    if data.len() & 1 == 1 {
+        out.push(b'\n');
+    }
 }

@@ -4,6 +4,7 @@
 //! through untouched.
 
 use crate::error::{Error, Result};
+use bootprof_format::file::{self, FileKind, SNIFF_LEN};
 use std::path::{Path, PathBuf};
 
 /// `bootprof-link`'s own options (they come before the driver).
@@ -136,18 +137,17 @@ fn is_program(arg: &str) -> bool {
 
 /// Whether the file at `path` is a relocatable ELF object or an archive (by its first bytes).
 fn is_link_input_file(path: &Path) -> bool {
+    matches!(sniff(path), FileKind::Object | FileKind::Archive)
+}
+
+/// The kind of the file at `path`, by its first bytes (an unreadable file reads as empty).
+pub(crate) fn sniff(path: &Path) -> FileKind {
     use std::io::Read;
-    let mut head = [0u8; 18];
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let n = f.read(&mut head).unwrap_or(0);
-    let head = &head[..n];
-    head.starts_with(b"!<arch>\n")
-        || head.starts_with(b"!<thin>\n")
-        || (head.starts_with(b"\x7fELF")
-            && n >= 18
-            && u16::from_le_bytes([head[16], head[17]]) == 1)
+    let mut head = [0u8; SNIFF_LEN];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    file::classify(&head[..n])
 }
 
 /// Splits the text of a response file the way GCC's libiberty does: whitespace separates
@@ -442,12 +442,7 @@ impl LinkLine {
 }
 
 fn has_archive_magic(p: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 8];
-    std::fs::File::open(p)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
-        && (&head == b"!<arch>\n" || &head == b"!<thin>\n")
+    sniff(p) == FileKind::Archive
 }
 
 #[cfg(test)]

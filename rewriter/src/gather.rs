@@ -12,10 +12,10 @@
 //! Sources on the line are compiled first, with the line's compile flags, so their sites are
 //! rewritten too.
 
-use crate::args::{ArgKind, LinkLine};
+use crate::args::{sniff, ArgKind, LinkLine};
 use crate::driver;
 use crate::error::Result;
-use bootprof_format::file::{self, FileKind, SNIFF_LEN};
+use bootprof_format::file::FileKind;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -62,15 +62,6 @@ fn named_like_an_object(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| matches!(e, "o" | "obj" | "lo"))
-}
-
-/// The kind of the file at `path`, by its first bytes (an unreadable file reads as empty).
-fn sniff(path: &Path) -> FileKind {
-    let mut head = [0u8; SNIFF_LEN];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-        .unwrap_or(0);
-    file::classify(&head[..n])
 }
 
 /// Gathers the inputs of `line`, compiling its sources into `dir`.

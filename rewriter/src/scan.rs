@@ -132,7 +132,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
     if scanned.probes.is_empty() && !has_guards {
         return Ok(scanned);
     }
-    let sections = scanned.object.sections.clone();
+    let sections = scanned.object.sections;
     for (index, section) in sections.enumerate() {
         scan_relocation_section(&mut scanned, index.0, section)?;
     }

@@ -20,8 +20,9 @@
 //! dtor (.fini_array.00099):  bootprof_unregister(__bootprof_sites_start) when the runtime is there
 //! ```
 //!
-//! A tail site's thunk (see `emit`) jumps to `<symbol> + 7`, the stub's `jmp`, with its own id in
-//! r11: the `lea` is 7 bytes and comes first.
+//! The stub's bytes and the offsets of its displacements are `bootprof_format::code::STUB`. A tail
+//! site's thunk (see `emit`) jumps to `<symbol> + 7` (`code::STUB_JMP`), the stub's `jmp`, with
+//! its own id in r11: the `lea` is 7 bytes and comes first.
 //!
 //! Without the runtime the pointers stay on the defaults and every stub returns at once. With it,
 //! `bootprof_register` (exported by the executable, found by shared objects too) records the
@@ -37,8 +38,11 @@ pub const SITES_SCRIPT: &str = include_str!("../../linker-scripts/bootprof-sites
 pub const SITES_FRAGMENT: &str = include_str!("../../linker-scripts/bootprof-sites.inc");
 
 use crate::error::{Error, Result};
+use bootprof_format::code;
 use bootprof_format::Kind;
-use object::write::{Object, Relocation, StandardSection, Symbol, SymbolId, SymbolSection};
+use object::write::{
+    Object, Relocation, SectionId, StandardSection, Symbol, SymbolId, SymbolSection,
+};
 use object::{
     elf, Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags,
     SymbolKind, SymbolScope,
@@ -72,130 +76,38 @@ fn reloc(r_type: elf::RelocationType, offset: u64, symbol: SymbolId, addend: i64
     }
 }
 
+/// The stub object being built: its sections, the symbols every part refers to, and the
+/// relocations collected until every section's data is in place. Sections and symbols are
+/// created in one fixed order, so the object is the same for the same symbols.
+struct Stubs<'a> {
+    obj: Object<'a>,
+    text: SectionId,
+    names: SectionId,
+    data: SectionId,
+    init: SectionId,
+    names_sym: SymbolId,
+    text_sym: SymbolId,
+    data_sym: SymbolId,
+    /// `bootprof_register`, `bootprof_unregister`, and the table's bounds.
+    register: SymbolId,
+    unregister: SymbolId,
+    start: SymbolId,
+    stop: SymbolId,
+    relocs: Vec<(SectionId, Relocation)>,
+}
+
 /// Builds the stub object for `symbols` (sorted, unique: the output is deterministic).
 pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
-    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
-    let text = obj.add_section(
-        Vec::new(),
-        b".text.bootprof_stubs".to_vec(),
-        SectionKind::Text,
-    );
-    let names = obj.section_id(StandardSection::ReadOnlyString);
-    let data = obj.add_section(
-        Vec::new(),
-        b".data.bootprof_ptrs".to_vec(),
-        SectionKind::Data,
-    );
-    let init = obj.add_section(Vec::new(), b".init_array.00099".to_vec(), SectionKind::Data);
-    obj.section_mut(init).flags = object::SectionFlags::Elf {
-        sh_type: elf::SHT_INIT_ARRAY,
-        sh_flags: elf::SectionFlags(elf::SHF_ALLOC.0 | elf::SHF_WRITE.0),
-    };
-    let stack = obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Other);
-    obj.section_mut(stack).flags = object::SectionFlags::Elf {
-        sh_type: elf::SHT_PROGBITS,
-        sh_flags: elf::SectionFlags(0),
-    };
-    let names_sym = obj.section_symbol(names);
-    let text_sym = obj.section_symbol(text);
-    let data_sym = obj.section_symbol(data);
-    let undefined = |obj: &mut Object<'_>, name: &str, scope: SymbolScope| {
-        obj.add_symbol(Symbol {
-            name: name.as_bytes().to_vec(),
-            value: 0,
-            size: 0,
-            kind: SymbolKind::Unknown,
-            scope,
-            weak: true,
-            section: SymbolSection::Undefined,
-            flags: SymbolFlags::None,
-        })
-    };
-    let register = undefined(&mut obj, REGISTER_SYMBOL, SymbolScope::Dynamic);
-    let unregister = undefined(&mut obj, UNREGISTER_SYMBOL, SymbolScope::Dynamic);
-    let start = undefined(&mut obj, TABLE_START, SymbolScope::Linkage);
-    let stop = undefined(&mut obj, TABLE_STOP, SymbolScope::Linkage);
-
-    // The default dispatchers and the pointer table that starts on them.
-    let mut relocs: Vec<(object::write::SectionId, Relocation)> = Vec::new();
-    for (i, code) in [&[0xc3u8][..], &[0x31, 0xc0, 0xc3], &[0xc3]]
-        .into_iter()
-        .enumerate()
-    {
-        let at = obj.append_section_data(text, code, 16);
-        let slot = obj.append_section_data(data, &[0u8; 8], 8);
-        debug_assert_eq!(slot, 8 * i as u64);
-        relocs.push((data, reloc(elf::R_X86_64_64, slot, text_sym, at as i64)));
-    }
-
-    // The stubs.
+    let mut s = Stubs::new();
+    s.add_defaults();
     for (name, kind) in symbols {
-        let mut cname = name.clone();
-        cname.push(0);
-        let name_off = obj.append_section_data(names, &cname, 1);
-        let code = [0x4c, 0x8d, 0x1d, 0, 0, 0, 0, 0xff, 0x25, 0, 0, 0, 0];
-        let at = obj.append_section_data(text, &code, 16);
-        obj.add_symbol(Symbol {
-            name: name.clone(),
-            value: at,
-            size: code.len() as u64,
-            kind: SymbolKind::Text,
-            scope: SymbolScope::Linkage,
-            weak: false,
-            section: SymbolSection::Section(text),
-            flags: SymbolFlags::None,
-        });
-        let slot = 8 * dispatcher_index(*kind) as i64;
-        relocs.push((
-            text,
-            reloc(elf::R_X86_64_PC32, at + 3, names_sym, name_off as i64 - 4),
-        ));
-        relocs.push((text, reloc(elf::R_X86_64_PC32, at + 9, data_sym, slot - 4)));
+        s.add_stub(name, *kind);
     }
-
-    // The registration constructor.
-    #[rustfmt::skip]
-    let ctor: [u8; 39] = [
-        0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_register@GOTPCREL(%rip), %rax
-        0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
-        0x74, 0x17,                   // 10: je 35
-        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
-        0x48, 0x8b, 0x35, 0, 0, 0, 0, // 19: mov __bootprof_sites_stop@GOTPCREL(%rip), %rsi
-        0x48, 0x8d, 0x15, 0, 0, 0, 0, // 26: lea __bootprof_ptrs(%rip), %rdx
-        0xff, 0xe0,                   // 33: jmp *%rax
-        0xc3,                         // 35: ret
-        0xcc, 0xcc, 0xcc,             // padding
-    ];
-    let at = obj.append_section_data(text, &ctor, 16);
-    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 3, register, -4)));
-    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 15, start, -4)));
-    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 22, stop, -4)));
-    relocs.push((text, reloc(elf::R_X86_64_PC32, at + 29, data_sym, -4)));
-    obj.append_section_data(init, &[0u8; 8], 8);
-    relocs.push((init, reloc(elf::R_X86_64_64, 0, text_sym, at as i64)));
-
-    // The destructor: the object (a dlclose'd library) is going away; its sites must go first.
-    #[rustfmt::skip]
-    let dtor: [u8; 24] = [
-        0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_unregister@GOTPCREL(%rip), %rax
-        0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
-        0x74, 0x09,                   // 10: je 21
-        0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
-        0xff, 0xe0,                   // 19: jmp *%rax
-        0xc3,                         // 21: ret
-        0xcc, 0xcc,                   // padding
-    ];
-    let at = obj.append_section_data(text, &dtor, 16);
-    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 3, unregister, -4)));
-    relocs.push((text, reloc(elf::R_X86_64_GOTPCREL, at + 15, start, -4)));
-    let fini = obj.add_section(Vec::new(), b".fini_array.00099".to_vec(), SectionKind::Data);
-    obj.section_mut(fini).flags = object::SectionFlags::Elf {
-        sh_type: elf::SHT_FINI_ARRAY,
-        sh_flags: elf::SectionFlags(elf::SHF_ALLOC.0 | elf::SHF_WRITE.0),
-    };
-    obj.append_section_data(fini, &[0u8; 8], 8);
-    relocs.push((fini, reloc(elf::R_X86_64_64, 0, text_sym, at as i64)));
-
+    s.add_ctor();
+    s.add_dtor();
+    let Stubs {
+        mut obj, relocs, ..
+    } = s;
     for (section, r) in relocs {
         obj.add_relocation(section, r)
             .map_err(|e| Error::Internal(format!("cannot build the stub object: {e}")))?;
@@ -203,3 +115,189 @@ pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
     obj.write()
         .map_err(|e| Error::Internal(format!("cannot write the stub object: {e}")))
 }
+
+/// Gives `section` of `obj` the ELF type `sh_type` and flags `sh_flags`.
+fn set_flags(obj: &mut Object<'_>, section: SectionId, sh_type: elf::SectionType, sh_flags: u64) {
+    obj.section_mut(section).flags = object::SectionFlags::Elf {
+        sh_type,
+        sh_flags: elf::SectionFlags(sh_flags),
+    };
+}
+
+/// A weak undefined symbol of `obj` (0 when nothing defines it).
+fn undefined(obj: &mut Object<'_>, name: &str, scope: SymbolScope) -> SymbolId {
+    obj.add_symbol(Symbol {
+        name: name.as_bytes().to_vec(),
+        value: 0,
+        size: 0,
+        kind: SymbolKind::Unknown,
+        scope,
+        weak: true,
+        section: SymbolSection::Undefined,
+        flags: SymbolFlags::None,
+    })
+}
+
+impl Stubs<'_> {
+    fn new() -> Self {
+        let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let text = obj.add_section(
+            Vec::new(),
+            b".text.bootprof_stubs".to_vec(),
+            SectionKind::Text,
+        );
+        let names = obj.section_id(StandardSection::ReadOnlyString);
+        let data = obj.add_section(
+            Vec::new(),
+            b".data.bootprof_ptrs".to_vec(),
+            SectionKind::Data,
+        );
+        let init = obj.add_section(Vec::new(), b".init_array.00099".to_vec(), SectionKind::Data);
+        let alloc_write = elf::SHF_ALLOC.0 | elf::SHF_WRITE.0;
+        set_flags(&mut obj, init, elf::SHT_INIT_ARRAY, alloc_write);
+        let stack = obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Other);
+        set_flags(&mut obj, stack, elf::SHT_PROGBITS, 0);
+        let names_sym = obj.section_symbol(names);
+        let text_sym = obj.section_symbol(text);
+        let data_sym = obj.section_symbol(data);
+        let register = undefined(&mut obj, REGISTER_SYMBOL, SymbolScope::Dynamic);
+        let unregister = undefined(&mut obj, UNREGISTER_SYMBOL, SymbolScope::Dynamic);
+        let start = undefined(&mut obj, TABLE_START, SymbolScope::Linkage);
+        let stop = undefined(&mut obj, TABLE_STOP, SymbolScope::Linkage);
+        Stubs {
+            obj,
+            text,
+            names,
+            data,
+            init,
+            names_sym,
+            text_sym,
+            data_sym,
+            register,
+            unregister,
+            start,
+            stop,
+            relocs: Vec::new(),
+        }
+    }
+
+    /// The default dispatchers and the pointer table that starts on them.
+    fn add_defaults(&mut self) {
+        for (i, code) in [&code::RET[..], &code::XOR_EAX_RET, &code::RET]
+            .into_iter()
+            .enumerate()
+        {
+            let at = self.obj.append_section_data(self.text, code, 16);
+            let slot = self.obj.append_section_data(self.data, &[0u8; 8], 8);
+            debug_assert_eq!(slot, 8 * i as u64);
+            self.relocs.push((
+                self.data,
+                reloc(elf::R_X86_64_64, slot, self.text_sym, at as i64),
+            ));
+        }
+    }
+
+    /// The stub of probe symbol `name`: [`code::STUB`], its id the symbol's name string.
+    fn add_stub(&mut self, name: &[u8], kind: Kind) {
+        let mut cname = name.to_vec();
+        cname.push(0);
+        let name_off = self.obj.append_section_data(self.names, &cname, 1);
+        let at = self.obj.append_section_data(self.text, &code::STUB, 16);
+        self.obj.add_symbol(Symbol {
+            name: name.to_vec(),
+            value: at,
+            size: code::STUB.len() as u64,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(self.text),
+            flags: SymbolFlags::None,
+        });
+        let slot = 8 * dispatcher_index(kind) as i64;
+        let (name_disp, ptr_disp) = (at + code::STUB_NAME_DISP, at + code::STUB_PTR_DISP);
+        let (text, names_sym, data_sym) = (self.text, self.names_sym, self.data_sym);
+        self.relocs.extend([
+            (
+                text,
+                reloc(
+                    elf::R_X86_64_PC32,
+                    name_disp,
+                    names_sym,
+                    name_off as i64 - 4,
+                ),
+            ),
+            (
+                text,
+                reloc(elf::R_X86_64_PC32, ptr_disp, data_sym, slot - 4),
+            ),
+        ]);
+    }
+
+    /// The registration constructor, called from `.init_array`.
+    fn add_ctor(&mut self) {
+        let text = self.text;
+        let at = self.obj.append_section_data(text, &CTOR, 16);
+        self.relocs.extend([
+            (
+                text,
+                reloc(elf::R_X86_64_GOTPCREL, at + 3, self.register, -4),
+            ),
+            (text, reloc(elf::R_X86_64_GOTPCREL, at + 15, self.start, -4)),
+            (text, reloc(elf::R_X86_64_GOTPCREL, at + 22, self.stop, -4)),
+            (text, reloc(elf::R_X86_64_PC32, at + 29, self.data_sym, -4)),
+        ]);
+        self.obj.append_section_data(self.init, &[0u8; 8], 8);
+        self.relocs.push((
+            self.init,
+            reloc(elf::R_X86_64_64, 0, self.text_sym, at as i64),
+        ));
+    }
+
+    /// The destructor, called from `.fini_array`: the object (a dlclose'd library) is going
+    /// away; its sites must go first.
+    fn add_dtor(&mut self) {
+        let text = self.text;
+        let at = self.obj.append_section_data(text, &DTOR, 16);
+        self.relocs.extend([
+            (
+                text,
+                reloc(elf::R_X86_64_GOTPCREL, at + 3, self.unregister, -4),
+            ),
+            (text, reloc(elf::R_X86_64_GOTPCREL, at + 15, self.start, -4)),
+        ]);
+        let fini =
+            self.obj
+                .add_section(Vec::new(), b".fini_array.00099".to_vec(), SectionKind::Data);
+        let alloc_write = elf::SHF_ALLOC.0 | elf::SHF_WRITE.0;
+        set_flags(&mut self.obj, fini, elf::SHT_FINI_ARRAY, alloc_write);
+        self.obj.append_section_data(fini, &[0u8; 8], 8);
+        self.relocs
+            .push((fini, reloc(elf::R_X86_64_64, 0, self.text_sym, at as i64)));
+    }
+}
+
+/// The registration constructor, in `.init_array`.
+#[rustfmt::skip]
+const CTOR: [u8; 39] = [
+    0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_register@GOTPCREL(%rip), %rax
+    0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
+    0x74, 0x17,                   // 10: je 35
+    0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
+    0x48, 0x8b, 0x35, 0, 0, 0, 0, // 19: mov __bootprof_sites_stop@GOTPCREL(%rip), %rsi
+    0x48, 0x8d, 0x15, 0, 0, 0, 0, // 26: lea __bootprof_ptrs(%rip), %rdx
+    0xff, 0xe0,                   // 33: jmp *%rax
+    0xc3,                         // 35: ret
+    0xcc, 0xcc, 0xcc,             // padding
+];
+
+/// The destructor, in `.fini_array`.
+#[rustfmt::skip]
+const DTOR: [u8; 24] = [
+    0x48, 0x8b, 0x05, 0, 0, 0, 0, // 0:  mov bootprof_unregister@GOTPCREL(%rip), %rax
+    0x48, 0x85, 0xc0,             // 7:  test %rax, %rax
+    0x74, 0x09,                   // 10: je 21
+    0x48, 0x8b, 0x3d, 0, 0, 0, 0, // 12: mov __bootprof_sites_start@GOTPCREL(%rip), %rdi
+    0xff, 0xe0,                   // 19: jmp *%rax
+    0xc3,                         // 21: ret
+    0xcc, 0xcc,                   // padding
+];

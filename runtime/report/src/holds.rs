@@ -22,64 +22,27 @@
 //!
 //! Time of W's wait not covered by the blamed interval stays a plain `wait:<what>`.
 
-use crate::model::{Model, NameId, NO_NAME};
+use crate::model::{Blame, Holds, Model, NameId, Wait, NO_NAME};
 use bootprof_format::trace::RecordKind;
 use std::collections::HashMap;
 
-/// One wait of one thread.
-#[derive(Debug, Clone)]
-pub struct Wait {
-    /// The waiting lane.
-    pub lane: usize,
-    /// What it waited for (the annotation's name).
-    pub what: NameId,
-    /// Its frame, `wait:<what>`.
-    pub frame: NameId,
-    /// Index of the WAIT record.
-    pub start: usize,
-    /// Index of the UNWAIT record, or `None` if the trace ends first.
-    pub end: Option<usize>,
-    /// Index into [`Holds::blames`], if someone is blamed.
-    pub blame: Option<usize>,
+/// Finds the waits and blame of `m`'s trace and records them in `m.holds`, with the frame of
+/// each blame (`wait:<what> (blamed on <holder>)`) interned.
+pub fn blame(m: &mut Model<'_>) {
+    m.holds = find(m);
+    for b in 0..m.holds.blames.len() {
+        let blame = &m.holds.blames[b];
+        let name = format!(
+            "wait:{} (blamed on {})",
+            m.text(blame.what),
+            m.lanes[blame.holder].label_text()
+        );
+        m.holds.blames[b].frame = m.intern(&name);
+    }
 }
 
-/// A wait blamed on a holder.
-#[derive(Debug, Clone)]
-pub struct Blame {
-    /// The waiting lane.
-    pub waiter: usize,
-    /// The lane blamed.
-    pub holder: usize,
-    /// What was waited for.
-    pub what: NameId,
-    /// The waiter's frame outside the blamed time, `wait:<what>`.
-    pub wait: NameId,
-    /// Index of the holder's HOLD record.
-    pub hold: usize,
-    /// Index of the record after which the blame starts (the latest of WAIT, HOLD and the
-    /// holder's first record).
-    pub start: usize,
-    /// Index of the holder's RELEASE record, where the blame ends.
-    pub release: usize,
-    /// Nanoseconds at the start and the end of the blame.
-    pub start_ns: u64,
-    /// See `start_ns`.
-    pub end_ns: u64,
-    /// The frame shown over the holder's stacks, `wait:<what> (blamed on <holder>)`.
-    pub frame: NameId,
-}
-
-/// The waits of a trace and their blame.
-#[derive(Debug, Clone, Default)]
-pub struct Holds {
-    /// Every wait, in the order the WAIT records come.
-    pub waits: Vec<Wait>,
-    /// The blamed ones, in the order of their waits.
-    pub blames: Vec<Blame>,
-}
-
-/// Finds the waits and blame of `m`'s trace (`frame` names are left for the model to intern).
-pub fn find(m: &Model) -> Holds {
+/// Finds the waits and blame of `m`'s trace (`frame` names are left to [`blame`]).
+fn find(m: &Model) -> Holds {
     let records = &m.trace.records;
     let mut holds = Holds::default();
     let mut open_waits: HashMap<(usize, NameId), Vec<usize>> = HashMap::new();

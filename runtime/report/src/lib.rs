@@ -13,6 +13,8 @@
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
 //! records themselves does not grow with the trace.
 #![deny(missing_docs)]
+// Errors are built once per failed report; their size does not matter, their context does.
+#![allow(clippy::result_large_err)]
 
 pub mod chrome;
 pub mod error;
@@ -92,7 +94,8 @@ pub fn write_report(
     options: &Options,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let model = model::Model::new(trace);
+    let mut model = model::Model::new(trace);
+    holds::blame(&mut model);
     match format {
         Format::Text => text::write(&model, out),
         Format::Chrome => chrome::write(&model, out),

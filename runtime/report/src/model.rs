@@ -1,12 +1,11 @@
 //! What every format needs besides the records: takes a [`Trace`]; hands on interned names
 //! (one per site and record kind, by `bootprof_format::trace::display_name`), one lane per
 //! thread that has records (with its name and first record), times in nanoseconds since the
-//! trace start, the function containing an address, and the waits and their blame ([`holds`]).
+//! trace start, the function containing an address, and the waits and their blame (found by [`crate::holds`]).
 //!
 //! The trace starts at the header's start TSC, or at the first record if one is earlier.
 //! Nanoseconds are computed exactly from the TSC and its frequency.
 
-use crate::holds::{self, Holds};
 use crate::trace::Trace;
 use bootprof_format::trace::{display_name, Record, RecordKind, NO_SITE};
 use std::collections::HashMap;
@@ -67,6 +66,58 @@ pub struct Model<'t> {
     functions: Vec<(u64, NameId)>,
     no_site: NameId,
     mul: u64,
+}
+
+/// One wait of one thread.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    /// The waiting lane.
+    pub lane: usize,
+    /// What it waited for (the annotation's name).
+    pub what: NameId,
+    /// Its frame, `wait:<what>`.
+    pub frame: NameId,
+    /// Index of the WAIT record.
+    pub start: usize,
+    /// Index of the UNWAIT record, or `None` if the trace ends first.
+    pub end: Option<usize>,
+    /// Index into [`Holds::blames`], if someone is blamed.
+    pub blame: Option<usize>,
+}
+
+/// A wait blamed on a holder.
+#[derive(Debug, Clone)]
+pub struct Blame {
+    /// The waiting lane.
+    pub waiter: usize,
+    /// The lane blamed.
+    pub holder: usize,
+    /// What was waited for.
+    pub what: NameId,
+    /// The waiter's frame outside the blamed time, `wait:<what>`.
+    pub wait: NameId,
+    /// Index of the holder's HOLD record.
+    pub hold: usize,
+    /// Index of the record after which the blame starts (the latest of WAIT, HOLD and the
+    /// holder's first record).
+    pub start: usize,
+    /// Index of the holder's RELEASE record, where the blame ends.
+    pub release: usize,
+    /// Nanoseconds at the start and the end of the blame.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// The frame shown over the holder's stacks, `wait:<what> (blamed on <holder>)`.
+    pub frame: NameId,
+}
+
+/// The waits of a trace and their blame, as [`holds`](crate::holds) finds them.
+#[derive(Debug, Clone, Default)]
+pub struct Holds {
+    /// Every wait, in the order the WAIT records come.
+    pub waits: Vec<Wait>,
+    /// The blamed ones, in the order of their waits.
+    pub blames: Vec<Blame>,
 }
 
 /// No name.
@@ -171,16 +222,6 @@ impl<'t> Model<'t> {
             m.lanes[l].name = name;
             let label = m.lanes[l].label_text();
             m.lanes[l].label = m.intern(&label);
-        }
-        m.holds = holds::find(&m);
-        for b in 0..m.holds.blames.len() {
-            let blame = &m.holds.blames[b];
-            let name = format!(
-                "wait:{} (blamed on {})",
-                m.names[blame.what as usize],
-                m.lanes[blame.holder].label_text()
-            );
-            m.holds.blames[b].frame = m.intern(&name);
         }
         m
     }

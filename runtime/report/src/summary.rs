@@ -146,12 +146,12 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         writeln!(out, "  ... and {} more", events.len() - options.top)?;
     }
     let records = &m.trace.records;
-    let span = |w: &crate::holds::Wait| {
+    let span = |w: &crate::model::Wait| {
         let start = m.ns(records[w.start].tsc);
         let end = w.end.map_or(m.end_ns, |e| m.ns(records[e].tsc));
         (start, end.saturating_sub(start))
     };
-    let mut waits: Vec<&crate::holds::Wait> = m.holds.waits.iter().collect();
+    let mut waits: Vec<&crate::model::Wait> = m.holds.waits.iter().collect();
     waits.sort_by_key(|w| std::cmp::Reverse(span(w).1));
     writeln!(out, "\nlongest waits")?;
     for w in waits.iter().take(options.top) {

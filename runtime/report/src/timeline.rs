@@ -476,7 +476,8 @@ mod tests {
                 b.record(tsc, 1 + (next() % 3) as u32, kind, site, arg);
             }
             let trace = parse_trace(&b.bytes(), "random").unwrap();
-            let model = Model::new(&trace);
+            let mut model = Model::new(&trace);
+            crate::holds::blame(&mut model);
             let mut check = Check {
                 open: vec![Vec::new(); model.lanes.len()],
                 frames: 0,

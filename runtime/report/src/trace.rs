@@ -110,33 +110,91 @@ fn malformed(file: &str, section: &str, offset: u64, what: String) -> Error {
 /// holds at least the bytes before the records (the whole file when it is too short or its
 /// header does not fit it). The trace comes back with no records, room made for them.
 fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
-    let bad = |section: &str, offset: u64, what: String| malformed(file, section, offset, what);
+    let header = parse_header(data, len, file)?;
+    let (threads_at, strings_at, records_at) = parts(&header, len, file)?;
+    let pool = Pool {
+        bytes: &data[strings_at..records_at],
+        file,
+    };
+    let mut sites = Vec::with_capacity(header.sites as usize);
+    for (i, chunk) in data[HEADER_SIZE..threads_at]
+        .chunks_exact(SITE_SIZE)
+        .enumerate()
+    {
+        let at = HEADER_SIZE + i * SITE_SIZE;
+        let entry = SiteEntry::decode(chunk.try_into().expect("chunks_exact"));
+        let kind = Kind::from_u8(entry.kind).ok_or_else(|| {
+            malformed(
+                file,
+                "sites",
+                at as u64 + 4,
+                format!("site {i} has an unknown kind {}", entry.kind),
+            )
+        })?;
+        sites.push(TraceSite {
+            kind,
+            name: pool
+                .string("sites", at + 8, entry.name)?
+                .unwrap_or_default(),
+            function: pool
+                .string("sites", at + 12, entry.function)?
+                .unwrap_or_default(),
+            provider: pool
+                .string("sites", at + 16, entry.provider)?
+                .unwrap_or_default(),
+            func_offset: entry.func_offset,
+            address: entry.address,
+            id: entry.id,
+        });
+    }
+    let mut threads = Vec::with_capacity(header.threads as usize);
+    for (i, chunk) in data[threads_at..strings_at]
+        .chunks_exact(THREAD_SIZE)
+        .enumerate()
+    {
+        let at = threads_at + i * THREAD_SIZE;
+        let tid = u32_at(chunk, 0);
+        threads.push((tid, pool.string("threads", at + 4, u32_at(chunk, 4))?));
+    }
+    Ok(Trace {
+        header,
+        sites,
+        threads,
+        records: Vec::with_capacity(header.records as usize),
+    })
+}
 
-    // The header, field by field, so each complaint points at its field.
+/// Checks the header of a trace of `len` bytes, field by field, so each complaint points at its
+/// field.
+fn parse_header(data: &[u8], len: u64, file: &str) -> Result<TraceHeader> {
+    let bad = |offset: u64, what: String| malformed(file, "header", offset, what);
     if data.len() < HEADER_SIZE {
         return Err(bad(
-            "header",
             len,
             format!("truncated: {len} bytes, shorter than the {HEADER_SIZE}-byte header"),
         ));
     }
     if data[0..8] != MAGIC {
-        return Err(bad("header", 0, "not a bootprof trace (bad magic)".into()));
+        return Err(bad(0, "not a bootprof trace (bad magic)".into()));
     }
     let version = u32_at(data, 8);
     if version != VERSION {
         return Err(bad(
-            "header",
             8,
             format!("unknown trace version {version} (this bootprof reads version {VERSION})"),
         ));
     }
-    let header = TraceHeader::decode(data).map_err(|what| bad("header", 12, what.to_string()))?;
+    let header = TraceHeader::decode(data).map_err(|what| bad(12, what.to_string()))?;
     if header.tsc_hz == 0 {
-        return Err(bad("header", 16, "the TSC frequency is zero".into()));
+        return Err(bad(16, "the TSC frequency is zero".into()));
     }
+    Ok(header)
+}
 
-    // Where each part starts and ends; the counts must add up to the file size exactly.
+/// Where the threads, the strings and the records start; the counts must add up to the file
+/// size exactly.
+fn parts(header: &TraceHeader, len: u64, file: &str) -> Result<(usize, usize, usize)> {
+    let bad = |section: &str, offset: u64, what: String| malformed(file, section, offset, what);
     let sites_at = HEADER_SIZE as u64;
     let threads_at = part_end(sites_at, u64::from(header.sites), SITE_SIZE);
     let strings_at = threads_at.and_then(|t| part_end(t, u64::from(header.threads), THREAD_SIZE));
@@ -170,12 +228,7 @@ fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
             Some(_) => {}
         }
     }
-    let (threads_at, strings_at, records_at, end) = (
-        threads_at.unwrap_or(0) as usize,
-        strings_at.unwrap_or(0) as usize,
-        records_at.unwrap_or(0) as usize,
-        end.unwrap_or(0),
-    );
+    let end = end.unwrap_or(0);
     if end < len {
         return Err(bad(
             "records",
@@ -186,73 +239,40 @@ fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
             ),
         ));
     }
-    let pool = &data[strings_at..records_at];
-    // A string of the pool, or `None` for [`NONE`]; `field` is the offset of the reference.
-    let string = |section: &str, field: usize, at: u32| -> Result<Option<String>> {
+    Ok((
+        threads_at.unwrap_or(0) as usize,
+        strings_at.unwrap_or(0) as usize,
+        records_at.unwrap_or(0) as usize,
+    ))
+}
+
+/// The string pool of a trace.
+struct Pool<'a> {
+    bytes: &'a [u8],
+    file: &'a str,
+}
+
+impl Pool<'_> {
+    /// The string at pool offset `at`, or `None` for [`NONE`]; `field` is the file offset of the
+    /// reference, in `section`, for messages.
+    fn string(&self, section: &str, field: usize, at: u32) -> Result<Option<String>> {
         if at == NONE {
             return Ok(None);
         }
-        let tail = pool.get(at as usize..).ok_or_else(|| {
-            bad(
-                section,
-                field as u64,
-                format!(
-                    "string offset {at:#x} is outside the {}-byte string pool",
-                    pool.len()
-                ),
-            )
+        let bad = |what: String| malformed(self.file, section, field as u64, what);
+        let tail = self.bytes.get(at as usize..).ok_or_else(|| {
+            bad(format!(
+                "string offset {at:#x} is outside the {}-byte string pool",
+                self.bytes.len()
+            ))
         })?;
         let nul = tail.iter().position(|&b| b == 0).ok_or_else(|| {
-            bad(
-                section,
-                field as u64,
-                format!("the string at pool offset {at:#x} is not NUL-terminated"),
-            )
+            bad(format!(
+                "the string at pool offset {at:#x} is not NUL-terminated"
+            ))
         })?;
         Ok(Some(String::from_utf8_lossy(&tail[..nul]).into_owned()))
-    };
-
-    let mut sites = Vec::with_capacity(header.sites as usize);
-    for (i, chunk) in data[HEADER_SIZE..threads_at]
-        .chunks_exact(SITE_SIZE)
-        .enumerate()
-    {
-        let at = HEADER_SIZE + i * SITE_SIZE;
-        let entry = SiteEntry::decode(chunk.try_into().expect("chunks_exact"));
-        let kind = Kind::from_u8(entry.kind).ok_or_else(|| {
-            bad(
-                "sites",
-                at as u64 + 4,
-                format!("site {i} has an unknown kind {}", entry.kind),
-            )
-        })?;
-        sites.push(TraceSite {
-            kind,
-            name: string("sites", at + 8, entry.name)?.unwrap_or_default(),
-            function: string("sites", at + 12, entry.function)?.unwrap_or_default(),
-            provider: string("sites", at + 16, entry.provider)?.unwrap_or_default(),
-            func_offset: entry.func_offset,
-            address: entry.address,
-            id: entry.id,
-        });
     }
-
-    let mut threads = Vec::with_capacity(header.threads as usize);
-    for (i, chunk) in data[threads_at..strings_at]
-        .chunks_exact(THREAD_SIZE)
-        .enumerate()
-    {
-        let at = threads_at + i * THREAD_SIZE;
-        let tid = u32_at(chunk, 0);
-        threads.push((tid, string("threads", at + 4, u32_at(chunk, 4))?));
-    }
-
-    Ok(Trace {
-        header,
-        sites,
-        threads,
-        records: Vec::with_capacity(header.records as usize),
-    })
 }
 
 /// Checks and appends the records in `data`, which starts at file offset `at` on a record
