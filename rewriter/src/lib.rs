@@ -38,4 +38,4 @@ pub mod stubs;
 pub use error::{Error, Location, Result};
 pub use pipeline::run_link;
 pub use rewrite::{rewrite_object, Rewritten};
-pub use site::{NotASite, ProbeSymbol, SiteInfo};
+pub use site::{Found, NotASite, ProbeSymbol, SiteInfo};

@@ -26,9 +26,10 @@ pub fn final_link(line: &LinkLine, args: Vec<String>, dir: &Path) -> Result<i32>
 }
 
 /// An empty file beside `output`, removed when dropped unless persisted; created with the mode
-/// a linker gives its output, for a linker that writes the file in place.
+/// a linker gives its output, for a linker that writes the file in place. (Created by us, not by
+/// tempfile, so that an error is the system's own, as for any file the user names.)
 fn temporary_output(output: &Path) -> std::io::Result<tempfile::TempPath> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::OpenOptionsExt;
     let name = output
         .file_name()
         .and_then(|n| n.to_str())
@@ -40,8 +41,13 @@ fn temporary_output(output: &Path) -> std::io::Result<tempfile::TempPath> {
     let file = tempfile::Builder::new()
         .prefix(&format!(".{name}.bootprof-"))
         .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o777))
-        .tempfile_in(dir)?;
+        .make_in(dir, |path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o777)
+                .open(path)
+        })?;
     Ok(file.into_temp_path())
 }
 

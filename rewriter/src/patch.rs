@@ -9,25 +9,15 @@ use crate::error::{Error, Location, Result};
 use crate::functions::{enclosing, functions_in, starts_inside, symbol_inside_site, Func};
 use crate::guard;
 use crate::scan::{Candidate, Scanned};
-use crate::site::{NotASite, ProbeSymbol, SiteInfo};
+use crate::site::{Found, NotASite, SiteInfo};
 use bootprof_format::Form;
 use std::collections::BTreeMap;
 
-/// What [`verify`] found in one object.
+/// What [`verify`] found in one object, and the parsed object when it has sites (for `emit`).
 #[derive(Debug, Default)]
 pub struct Plan<'d> {
-    /// The sites, in section and offset order.
-    pub sites: Vec<SiteInfo>,
-    /// Probe symbols referenced (undefined) by the object.
-    pub referenced: Vec<ProbeSymbol>,
-    /// Probe symbols the object defines (no stub is generated for them).
-    pub defined: Vec<Vec<u8>>,
-    /// Relocations against probe symbols that are not sites.
-    pub not_sites: Vec<NotASite>,
-    /// Number of relocation entries in the object.
-    pub relocations: usize,
-    /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
-    pub uses_runtime: bool,
+    /// The sites and probe symbols.
+    pub found: Found,
     /// The parsed object, kept for the writer when there are sites.
     pub object: Option<Object<'d>>,
 }
@@ -75,12 +65,14 @@ pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
     }
     Ok(Plan {
         object: (!sites.is_empty()).then_some(scanned.object),
-        sites,
-        referenced: scanned.referenced,
-        defined: scanned.defined,
-        not_sites,
-        relocations: scanned.relocations,
-        uses_runtime: scanned.uses_runtime,
+        found: Found {
+            sites,
+            referenced: scanned.referenced,
+            defined: scanned.defined,
+            not_sites,
+            relocations: scanned.relocations,
+            uses_runtime: scanned.uses_runtime,
+        },
     })
 }
 

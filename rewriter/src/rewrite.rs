@@ -9,7 +9,7 @@ use crate::args::{ArgKind, LinkLine};
 use crate::elf::map;
 use crate::error::{Error, Location, Result};
 use crate::gather::{Gathered, Input, InputKind};
-use crate::site::{NotASite, ProbeSymbol, SiteInfo};
+use crate::site::Found;
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,18 +22,8 @@ use std::sync::Mutex;
 pub struct Rewritten {
     /// The new object, or `None` when the object has no sites (use it unchanged).
     pub bytes: Option<Vec<u8>>,
-    /// The sites found and patched.
-    pub sites: Vec<SiteInfo>,
-    /// Probe symbols the object references; the stub object must define them.
-    pub referenced: Vec<ProbeSymbol>,
-    /// Probe symbols the object defines itself.
-    pub defined: Vec<Vec<u8>>,
-    /// Relocations against probe symbols left alone, and why.
-    pub not_sites: Vec<NotASite>,
-    /// Number of relocation entries in the object.
-    pub relocations: usize,
-    /// Whether the object calls the runtime's API.
-    pub uses_runtime: bool,
+    /// The sites found and patched, and the probe symbols referenced and defined.
+    pub found: Found,
 }
 
 /// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
@@ -42,17 +32,12 @@ pub struct Rewritten {
 pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
     let plan = patch::verify(scan::scan(data, file)?)?;
     let bytes = match &plan.object {
-        Some(obj) => Some(emit::emit(obj, &plan.sites)?),
+        Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
         None => None,
     };
     Ok(Rewritten {
         bytes,
-        sites: plan.sites,
-        referenced: plan.referenced,
-        defined: plan.defined,
-        not_sites: plan.not_sites,
-        relocations: plan.relocations,
-        uses_runtime: plan.uses_runtime,
+        found: plan.found,
     })
 }
 
@@ -98,7 +83,7 @@ struct Done {
 }
 
 impl Done {
-    fn absorb(&mut self, file: &str, r: &Rewritten, verbose: bool) {
+    fn absorb(&mut self, file: &str, r: &Found, verbose: bool) {
         self.objects += 1;
         self.relocations += r.relocations;
         self.sites += r.sites.len();
@@ -158,13 +143,13 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
         InputKind::Object => {
             let r = rewrite_object(&data, &file)?;
-            done.absorb(&file, &r, verbose);
+            done.absorb(&file, &r.found, verbose);
             r.bytes
         }
         InputKind::Archive => archive::rewrite_archive(&data, &input.path, |member, bytes| {
             let name = format!("{file}({member})");
             let r = rewrite_object(bytes, &name)?;
-            done.absorb(&name, &r, verbose);
+            done.absorb(&name, &r.found, verbose);
             Ok(r.bytes)
         })?,
     };

@@ -63,3 +63,20 @@ pub struct NotASite {
     /// Why it is not a site.
     pub why: &'static str,
 }
+
+/// What rewriting found in one object, whether or not it has sites.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The sites, in section and offset order.
+    pub sites: Vec<SiteInfo>,
+    /// Probe symbols referenced (undefined) by the object; the stub object must define them.
+    pub referenced: Vec<ProbeSymbol>,
+    /// Probe symbols the object defines (no stub is generated for them).
+    pub defined: Vec<Vec<u8>>,
+    /// Relocations against probe symbols left alone, and why.
+    pub not_sites: Vec<NotASite>,
+    /// Number of relocation entries in the object.
+    pub relocations: usize,
+    /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
+    pub uses_runtime: bool,
+}

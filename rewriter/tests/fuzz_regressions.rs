@@ -103,6 +103,7 @@ fn guard_objects_rewrite_once() {
         let data = std::fs::read(&obj).unwrap();
         let first = bootprof_link::rewrite_object(&data, "main.o").unwrap();
         let guards = first
+            .found
             .sites
             .iter()
             .filter(|s| s.form == bootprof_format::Form::Guard)
@@ -111,6 +112,7 @@ fn guard_objects_rewrite_once() {
         // unrolling may copy both).
         let names = |form_is_guard: bool, kind: bootprof_format::Kind| {
             let mut v: Vec<&[u8]> = first
+                .found
                 .sites
                 .iter()
                 .filter(|s| (s.form == bootprof_format::Form::Guard) == form_is_guard)
@@ -128,14 +130,14 @@ fn guard_objects_rewrite_once() {
             names(true, probe).len(),
             11,
             "{flags:?}: {:#?}",
-            first.sites
+            first.found.sites
         );
         let isenabled = names(true, bootprof_format::Kind::IsEnabled);
         assert_eq!(isenabled.len(), 2, "{flags:?}");
         assert!(guards >= 13, "{flags:?}: {guards} guards");
         let again = bootprof_link::rewrite_object(&first.bytes.unwrap(), "main.o").unwrap();
         assert!(
-            again.bytes.is_none() && again.sites.is_empty(),
+            again.bytes.is_none() && again.found.sites.is_empty(),
             "{flags:?}: rewritten twice"
         );
     }

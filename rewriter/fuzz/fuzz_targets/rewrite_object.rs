@@ -19,12 +19,12 @@ fuzz_target!(|data: &[u8]| {
             second.bytes.is_none(),
             "rewriting is not idempotent: the rewritten object ({} sites) was rewritten again \
              ({} sites)",
-            first.sites.len(),
-            second.sites.len()
+            first.found.sites.len(),
+            second.found.sites.len()
         ),
         Err(e) => panic!(
             "the rewritten object ({} sites) is rejected by the rewriter: {e}",
-            first.sites.len()
+            first.found.sites.len()
         ),
     }
 });

@@ -1,4 +1,4 @@
-//! The benchmark suite runs (issue 5): `benches/run --quick` builds every variant of every suite
+//! The benchmark suite runs: `benches/run --quick` builds every variant of every suite
 //! (the disabled-probe workload in six variants, the whole-program builds, the runtime, tracing
 //! and link benchmarks) and passes each suite's own checks: every bootprof site holds its NOP,
 //! the USDT notes are there, the instruction counts have the structure they must have, every

@@ -1,4 +1,4 @@
-//! Real programs nobody here wrote (issue 6), in the subset CI runs: `tests/realworld/run --ci`
+//! Real programs nobody here wrote, in the subset CI runs: `tests/realworld/run --ci`
 //! fetches bzip2, lz4 and sqlite3 from Debian's source packages, builds them plain, with glibc's
 //! `-pg` and through `bootprof-link` (`-pg -mfentry`, `-finstrument-functions`), runs bzip2's and
 //! lz4's own tests with every site disabled, then enabled in trap and in call mode, and compares

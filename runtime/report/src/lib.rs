@@ -137,10 +137,17 @@ pub fn report(
                 return Err(Error::Usage(format!("{}: not a file name", path.display())));
             }
             let written = (|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                // Created by us, not by tempfile, so that an error is the system's own.
                 let tmp = tempfile::Builder::new()
                     .prefix(".bootprof-report.")
-                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-                    .tempfile_in(dir)?;
+                    .make_in(dir, |tmp| {
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(0o666)
+                            .open(tmp)
+                    })?;
                 let mut out = std::io::BufWriter::with_capacity(1 << 16, tmp);
                 write_report(&trace, format, options, &mut out)?;
                 let tmp = out.into_inner().map_err(|e| e.into_error())?;

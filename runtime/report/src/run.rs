@@ -25,22 +25,31 @@ impl Mode {
     }
 }
 
-/// What to run and how, in the order the runtime applies it.
-#[derive(Clone, Debug)]
+/// What to run and how (the arguments of `bootprof run`).
+#[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
-    /// Patterns of the sites to enable; empty means every site.
+    /// Patterns of the sites to enable (provider:name, or a function for hooks; `*`
+    /// wildcards at either end). Repeatable; default: every site.
+    #[arg(short = 'e', long = "enable", value_name = "PATTERN")]
     pub enable: Vec<String>,
-    /// Patterns of sites never to enable.
+    /// Patterns of sites never to enable, even when an --enable pattern matches them
+    /// (ftrace's set_ftrace_notrace). Repeatable.
+    #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
     pub notrace: Vec<String>,
     /// How enabled sites fire.
+    #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
-    /// The trace file (default `bootprof.<pid>.trace` in the working directory).
+    /// The trace file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Capacity of the event log, in records.
+    #[arg(long, value_name = "RECORDS")]
     pub buffer: Option<usize>,
-    /// Print the profile-point table to stderr at exit.
+    /// Print the profile-point table to stderr when the program exits.
+    #[arg(long)]
     pub points: bool,
-    /// The program and its arguments (at least the program).
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
 }
 

@@ -27,8 +27,8 @@ fn main() {
         for (name, data) in &inputs {
             let r = bootprof_link::rewrite_object(data, name)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            relocations += r.relocations;
-            sites += r.sites.len();
+            relocations += r.found.relocations;
+            sites += r.found.sites.len();
             std::hint::black_box(&r.bytes);
         }
         (relocations, sites)
