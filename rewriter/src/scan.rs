@@ -270,12 +270,14 @@ fn scan_relocation_section(
             continue;
         }
         let r_offset = rela.r_offset(LE);
-        let at = Location {
+        // Built only for a message: most relocations here are sites.
+        let at = || Location {
             offset: Some(r_offset),
             symbol: Some(String::from_utf8_lossy(&s.probes[probe as usize].name).into_owned()),
             ..s.object.at(Some(target))
         };
         if !exec {
+            let at = at();
             s.not_sites.push(NotASite {
                 at,
                 why: "in a section that is not executable",
@@ -284,7 +286,7 @@ fn scan_relocation_section(
         }
         if r_offset.checked_add(4).is_none_or(|end| end > target_size) || nobits {
             return Err(Error::malformed(
-                at,
+                at(),
                 format!("relocation points outside its section (size {target_size:#x})"),
             ));
         }
