@@ -12,6 +12,7 @@
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
+//! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |
@@ -32,4 +33,5 @@ mod objdump;
 mod realworld;
 mod report;
 mod rust;
+mod structure;
 mod util;
