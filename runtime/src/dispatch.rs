@@ -11,6 +11,7 @@
 
 pub use crate::clock::rdtsc;
 use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
+use bootprof_format::code;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -219,7 +220,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
         return;
     };
     // A call site returns to site + 5 (call mode always writes a 5-byte call).
-    let site = match index.lookup(frame.ret.wrapping_sub(5)) {
+    let site = match index.lookup(frame.ret.wrapping_sub(code::REL32_LEN as u64)) {
         Some(s) if !s.is_tail() => Some(s),
         // A tail site jumped: no return address of its own; find it by its stub.
         _ => index.tails.get(&frame.r11).and_then(|v| {

@@ -263,7 +263,7 @@ fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
 /// jump to its out-of-line code. `None` when the target is out of reach of the 5-byte
 /// instruction's 32-bit displacement.
 fn call_bytes(site: &SiteRec) -> Option<[u8; MAX_SITE_LEN]> {
-    let rel = site.target as i64 - (site.addr as i64 + 5);
+    let rel = site.target as i64 - (site.addr as i64 + code::REL32_LEN as i64);
     let rel = i32::try_from(rel).ok()?;
     Some(code::enabled_bytes(site.form, rel))
 }

@@ -129,8 +129,7 @@ pub fn emit(obj: &Object<'_>, sites: &[SiteInfo]) -> Result<Vec<u8>> {
     Ok(layout::write(obj.data, out.sections, out.shstrndx))
 }
 
-/// Copies every section header of `obj` and borrows its contents; checks the symbol table and
-/// the section name table the later steps extend.
+/// Copies every section header of `obj` and borrows its contents.
 fn copy_sections<'d>(obj: &Object<'d>) -> Result<Out<'d>> {
     let symtab = obj.symbols.section().0;
     let shstrndx = obj

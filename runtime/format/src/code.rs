@@ -31,6 +31,9 @@ pub const XOR_EAX_RET: [u8; 3] = [0x31, 0xc0, 0xc3];
 pub const CALL_REL32: u8 = 0xe8;
 /// `jmp rel32`.
 pub const JMP_REL32: u8 = 0xe9;
+/// Length of `call rel32` and `jmp rel32`, the instructions call mode writes: a call-mode
+/// site's call returns to the site's address plus this.
+pub const REL32_LEN: usize = 5;
 
 impl Form {
     /// The opcode bytes of the instruction this form was, before its 32-bit displacement:
@@ -80,8 +83,8 @@ pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
 
 /// The bytes a call-mode site holds while enabled: `e8 rel32` (a call to its stub) or, for a tail
 /// site or a guard, `e9 rel32` (a jump to its thunk or its out-of-line code), followed by
-/// [`NOP1`] in a 6-byte site. `rel` is the target's distance from the end of the 5-byte
-/// instruction. Only bytes `[..form.len()]` are meaningful.
+/// [`NOP1`] in a 6-byte site. `rel` is the target's distance from the end of the
+/// [`REL32_LEN`]-byte instruction. Only bytes `[..form.len()]` are meaningful.
 pub fn enabled_bytes(form: Form, rel: i32) -> [u8; MAX_SITE_LEN] {
     let mut b = [0u8; MAX_SITE_LEN];
     b[0] = if form.is_tail() || form == Form::Guard {
@@ -89,9 +92,9 @@ pub fn enabled_bytes(form: Form, rel: i32) -> [u8; MAX_SITE_LEN] {
     } else {
         CALL_REL32
     };
-    b[1..5].copy_from_slice(&rel.to_le_bytes());
-    if form.len() == 6 {
-        b[5] = NOP1;
+    b[1..REL32_LEN].copy_from_slice(&rel.to_le_bytes());
+    if form.len() > REL32_LEN {
+        b[REL32_LEN] = NOP1;
     }
     b
 }
