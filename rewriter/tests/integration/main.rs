@@ -10,6 +10,7 @@
 //! | [`cli`] | invocation forms, response files, pass-through, failing links, `bootprof list` |
 //! | [`benches`] | `benches/run --quick`: every benchmark suite builds and passes its checks |
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
+//! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
 //! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
@@ -25,6 +26,7 @@ mod boot;
 mod cli;
 mod cmake;
 mod corpus;
+mod diagnostics;
 mod elf;
 mod json;
 mod linker_scripts;

@@ -54,6 +54,10 @@ fn fail(e: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
+    // Rust ignores SIGPIPE, so a write to a closed pipe (`bootprof list prog | head`) would fail
+    // with an error, and print's would panic. Like cat, die of SIGPIPE quietly instead.
+    // SAFETY: setting a signal's disposition to its default before any thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
         Command::Run(options) => match bootprof_report::run::run(options) {

@@ -28,6 +28,12 @@ pub enum Error {
         /// What is wrong.
         what: String,
     },
+    /// A binary has no site table.
+    #[error(
+        "{0}: no bootprof site table (it was not linked by bootprof-link, or none of its inputs \
+         calls a probe or a profiling hook)"
+    )]
+    NoTable(Location),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {

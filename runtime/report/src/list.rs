@@ -95,10 +95,12 @@ pub fn list(path: &Path) -> Result<Listing> {
     };
 
     let mut sites = Vec::new();
+    let mut tables = 0;
     for section in elf
         .sections()
         .filter(|s| s.name() == Ok(format::SECTION_NAME))
     {
+        tables += 1;
         let bytes = section
             .data()
             .map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
@@ -120,6 +122,9 @@ pub fn list(path: &Path) -> Result<Listing> {
                 nop,
             });
         }
+    }
+    if tables == 0 {
+        return Err(Error::NoTable(at(None, None)));
     }
     sites.sort_by_key(|s| s.address);
     Ok(Listing { file, sites })

@@ -3,8 +3,9 @@
 //! `BOOTPROF_OUTPUT`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), waits for it, and hands on its exit
 //! code and the trace file it should have left.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 
 /// How enabled sites fire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -96,11 +97,94 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     let trace = output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{pid}.trace")));
     if !trace.exists() {
         eprintln!(
-            "bootprof: no trace was written ({}): was the program linked by bootprof-link?",
-            trace.display()
+            "bootprof: no trace was written ({}): {}",
+            trace.display(),
+            why_no_trace(&command[0], status, &trace)
         );
     }
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Why `program`, which ended with `status`, left no trace at `trace`: the first of these that
+/// holds. It was killed by a signal (the trace is written at exit); the trace's directory cannot
+/// be written; the program has no site table, or no runtime to record with; else it ended
+/// without the runtime's exit (`_exit`, `exec`).
+fn why_no_trace(program: &OsStr, status: ExitStatus, trace: &Path) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        return format!(
+            "the program was killed by signal {signal} ({}) before it could write it at exit",
+            signal_name(signal)
+        );
+    }
+    let dir = match trace.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Err(e) = tempfile::tempfile_in(dir) {
+        return format!("its directory {} cannot be written ({e})", dir.display());
+    }
+    let Some(path) = find_program(program) else {
+        return format!("`{}` was not found to check it", program.to_string_lossy());
+    };
+    match crate::list::list(&path) {
+        Err(e) => e.to_string(),
+        Ok(_) if !has_runtime(&path) => format!(
+            "{} has a site table but no bootprof runtime to record with (it was linked with \
+             --no-runtime, or is a Rust program that does not depend on bootprof-runtime)",
+            path.display()
+        ),
+        Ok(_) => format!(
+            "the program (exit status {}) ended without the runtime's exit handler: it left \
+             through _exit or exec, or changed BOOTPROF_OUTPUT",
+            status.code().unwrap_or(0)
+        ),
+    }
+}
+
+/// `program` as the system finds it: a path when it holds a `/`, else the first match in `PATH`.
+fn find_program(program: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(p))
+        .find(|c| c.is_file())
+}
+
+/// Whether the binary at `path` defines `bootprof_register`, the runtime's entry point.
+fn has_runtime(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .any(|s| s.is_definition() && s.name() == Ok("bootprof_register"))
+}
+
+/// The usual name of `signal`.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => "a signal",
+    }
 }
