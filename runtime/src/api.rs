@@ -6,9 +6,9 @@
 
 use crate::dispatch::{HandlerFn, Hit};
 use crate::note::note;
-use crate::pattern::{self, Pattern};
 use crate::registry::{self, Error, Mode};
 use crate::{recorder, site, trap};
+use bootprof_format::pattern::{self, Pattern};
 use std::sync::atomic::Ordering;
 
 /// Starts recording hits of enabled sites (TSLOG-style event log; see [`recorder`]).

@@ -8,7 +8,7 @@
 //! [`disable`] patch them ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
-//! The modules form layers, each using only the ones below it: [`pattern`], [`text`], `clock`,
+//! The modules form layers, each using only the ones below it: [`text`], `clock`,
 //! `note` (stderr) -> `site` (the site records, their list and lookup snapshot) -> [`recorder`]
 //! -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported here) ->
 //! [`capi`]. Nothing below imports this root.
@@ -25,7 +25,7 @@ mod clock;
 pub mod dispatch;
 mod macros;
 mod note;
-pub mod pattern;
+pub use bootprof_format::pattern;
 pub mod recorder;
 pub mod registry;
 mod site;

@@ -5,9 +5,9 @@
 //! first site is enabled.
 
 use crate::note::note;
-use crate::pattern::{Pattern, PatternError};
 use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
+use bootprof_format::pattern::{Pattern, PatternError};
 use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 

@@ -6,7 +6,7 @@
 //!
 //! Nothing here writes code or changes a state; the registry does, through these types.
 
-use crate::pattern::Pattern;
+use bootprof_format::pattern::Pattern;
 use bootprof_format::{Form, Kind, MAX_SITE_LEN};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};

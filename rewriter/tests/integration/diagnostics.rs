@@ -148,3 +148,32 @@ fn a_missing_trace_is_explained_by_what_happened() {
     let out = record(&trace, &good, &["abort"]);
     assert_eq!(out.code, Some(134), "{out}");
 }
+
+// `bootprof run -e 'nosuch*'` used to write an empty trace without a word.
+#[test]
+fn a_pattern_that_matches_no_site_is_reported_with_the_nearest_names() {
+    require!("cc");
+    let dir = TempDir::new("unmatched-pattern");
+    let exe = build(&dir, "prog", Some(&[]));
+    // With a trace (its sites are checked) and without one (the program's own table is).
+    for args in [&[][..], &["abort"][..]] {
+        let trace = dir.join("t.trace");
+        let _ = std::fs::remove_file(&trace);
+        let out = run(cmd(
+            BOOTPROF,
+            ["run", "-e", "wrok*", "-e", "work", "-x", "*nosuch", "-o"],
+        )
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(args));
+        out.no_panic();
+        assert!(
+            out.stderr
+                .contains("pattern `wrok*` (-e) matches none of the 2 sites; nearest: work, main")
+                && out.stderr.contains("pattern `*nosuch` (-x) matches none"),
+            "{args:?}: {out}"
+        );
+        assert!(!out.stderr.contains("pattern `work`"), "{args:?}: {out}");
+    }
+}

@@ -30,6 +30,8 @@ pub mod file;
 pub mod le;
 #[cfg(feature = "std")]
 pub mod location;
+#[cfg(feature = "std")]
+pub mod pattern;
 pub mod trace;
 
 pub use code::{disabled_bytes, NOP5};

@@ -3,6 +3,8 @@
 //! `BOOTPROF_OUTPUT`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), waits for it, and hands on its exit
 //! code and the trace file it should have left.
 
+use bootprof_format::pattern::{self, Pattern};
+use bootprof_format::Kind;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -102,6 +104,9 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             why_no_trace(&command[0], status, &trace)
         );
     }
+    for line in unmatched_patterns(&enable, &notrace, &trace, &command[0]) {
+        eprintln!("bootprof: {line}");
+    }
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
@@ -187,4 +192,127 @@ fn signal_name(signal: i32) -> &'static str {
         15 => "SIGTERM",
         _ => "a signal",
     }
+}
+
+/// A site as patterns see it: probes by `provider:name`, hooks by their function, and the
+/// `BOOTPROF_ENTER()`/`EXIT()` annotations (provider `bootprof`) by their function too.
+struct SiteName {
+    name: String,
+    function: Option<String>,
+}
+
+impl SiteName {
+    fn matches(&self, p: &Pattern) -> bool {
+        p.matches(&self.name) || self.function.as_deref().is_some_and(|f| p.matches(f))
+    }
+}
+
+/// The sites the patterns were applied to: those of the trace (every object that registered,
+/// shared libraries included), or, without a trace, those of the program's own table.
+fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
+    let name = |kind: Kind, provider: &str, name: &str, function: &str| SiteName {
+        name: if kind.is_hook() {
+            function.to_string()
+        } else {
+            format!("{provider}:{name}")
+        },
+        function: (provider == "bootprof").then(|| function.to_string()),
+    };
+    if let Ok(t) = crate::trace::read_trace(trace) {
+        return t
+            .sites
+            .iter()
+            .map(|s| name(s.kind, &s.provider, &s.name, &s.function))
+            .collect();
+    }
+    let Some(listing) = find_program(program).and_then(|p| crate::list::list(&p).ok()) else {
+        return Vec::new();
+    };
+    listing
+        .sites
+        .iter()
+        .map(|s| {
+            let provider = s.provider.as_deref().unwrap_or("");
+            name(
+                s.kind,
+                provider,
+                &s.name,
+                s.function.as_deref().unwrap_or(""),
+            )
+        })
+        .collect()
+}
+
+/// One line for each `-e`/`-x` pattern that matched none of the program's sites, with the
+/// nearest names; nothing when the sites cannot be read.
+fn unmatched_patterns(
+    enable: &[String],
+    notrace: &[String],
+    trace: &Path,
+    program: &OsStr,
+) -> Vec<String> {
+    if enable.is_empty() && notrace.is_empty() {
+        return Vec::new();
+    }
+    let sites = site_names(trace, program);
+    if sites.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    for (option, texts) in [("-e", enable), ("-x", notrace)] {
+        for text in texts {
+            // A pattern that does not parse is the runtime's to report.
+            let Ok(patterns) = pattern::parse_list(text) else {
+                continue;
+            };
+            let texts = text.split(',').map(str::trim).filter(|t| !t.is_empty());
+            for (p, text) in patterns.iter().zip(texts) {
+                if sites.iter().any(|s| s.matches(p)) {
+                    continue;
+                }
+                lines.push(format!(
+                    "pattern `{text}` ({option}) matches none of the {} sites; nearest: {}",
+                    sites.len(),
+                    nearest(p, &sites).join(", ")
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// The three site names closest to `p` (edit distance from the pattern's literal text to the
+/// part of the name it would have to match).
+fn nearest(p: &Pattern, sites: &[SiteName]) -> Vec<String> {
+    let literal = match p {
+        Pattern::Exact(s) | Pattern::Prefix(s) | Pattern::Suffix(s) | Pattern::Contains(s) => s,
+        Pattern::Any => return Vec::new(),
+    };
+    let distance = |name: &str| -> usize {
+        let chars: Vec<char> = name.chars().collect();
+        let n = literal.chars().count().min(chars.len());
+        let part = |from: usize| chars[from..from + n].iter().collect::<String>();
+        match p {
+            Pattern::Prefix(_) => strsim::levenshtein(literal, &part(0)),
+            Pattern::Suffix(_) => strsim::levenshtein(literal, &part(chars.len() - n)),
+            Pattern::Contains(_) => (0..=chars.len() - n)
+                .map(|i| strsim::levenshtein(literal, &part(i)))
+                .min()
+                .unwrap_or(usize::MAX),
+            _ => strsim::levenshtein(literal, name),
+        }
+    };
+    let mut names: Vec<&str> = sites
+        .iter()
+        .flat_map(|s| std::iter::once(s.name.as_str()).chain(s.function.as_deref()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut scored: Vec<(usize, &str)> = names.into_iter().map(|n| (distance(n), n)).collect();
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_string())
+        .collect()
 }

@@ -1,6 +1,11 @@
 //! Probe selection patterns, with ftrace's `set_ftrace_filter` wildcards: `name`, `prefix*`,
 //! `*suffix`, `*middle*` and `*`. A named probe is matched as `provider:name`, a function hook by
-//! its function's name.
+//! its function's name. One definition for the runtime (which enables what they match) and
+//! `bootprof run` (which says when one matches no site).
+
+extern crate std;
+use std::string::{String, ToString};
+use std::vec::Vec;
 
 /// A parsed pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +31,8 @@ pub struct PatternError {
     pub why: &'static str,
 }
 
-impl std::fmt::Display for PatternError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for PatternError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "bad pattern `{}`: {}", self.pattern, self.why)
     }
 }
