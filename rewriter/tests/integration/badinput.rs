@@ -410,3 +410,92 @@ fn symbol_starting_inside_a_call_site() {
         ],
     );
 }
+
+/// An archive holding the good object, built by `ar`, and its bytes.
+fn archive_of(s: &Setup, name: &str) -> (PathBuf, Vec<u8>) {
+    let lib = s.t.join(name);
+    run(cmd(
+        "ar",
+        ["rcs".as_ref(), lib.as_os_str(), s.good.as_os_str()],
+    ))
+    .ok();
+    let bytes = read(&lib);
+    (lib, bytes)
+}
+
+// Archives are read by object's reader: its complaints must still name the archive.
+#[test]
+fn a_damaged_archive_is_an_error_naming_it() {
+    require!("cc", "ar");
+    let s = Setup::new("bad-archive");
+    let (lib, good) = archive_of(&s, "libgood.a");
+    // A member whose size runs past the end of the file.
+    let mut bytes = good.clone();
+    let header = bytes
+        .windows(7)
+        .position(|w| w == b"main.o/")
+        .expect("the member's header");
+    bytes[header + 48..header + 58].copy_from_slice(b"9999999   ");
+    let bad = s.t.join("libbad.a");
+    write(&bad, &bytes);
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["libbad.a", "malformed archive"]);
+    // A member header whose terminator is wrong.
+    let mut bytes = good;
+    bytes[header + 58] = b'x';
+    write(&bad, &bytes);
+    let o = s.link(&[&bad]);
+    s.check_failed(&o, &["libbad.a", "malformed archive"]);
+    // The good archive still links.
+    run(cmd(
+        link_bin(),
+        ["cc".as_ref(), "-o".as_ref(), s.t.join("ok").as_os_str()],
+    )
+    .arg("-Wl,--whole-archive")
+    .arg(&lib)
+    .arg("-Wl,--no-whole-archive"))
+    .ok();
+}
+
+#[test]
+fn a_bsd_archive_is_refused_by_name() {
+    require!("cc", "ar");
+    let s = Setup::new("bsd-archive");
+    // BSD's symbol table member, `__.SYMDEF`, in place of GNU's `/`.
+    let mut bytes = b"!<arch>\n".to_vec();
+    let symdef = b"\0\0\0\0\0\0\0\0";
+    bytes.extend_from_slice(
+        format!(
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+            "__.SYMDEF",
+            0,
+            0,
+            0,
+            644,
+            symdef.len()
+        )
+        .as_bytes(),
+    );
+    bytes.extend_from_slice(symdef);
+    let member = read(&s.good);
+    bytes.extend_from_slice(
+        format!(
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+            "main.o",
+            0,
+            0,
+            0,
+            644,
+            member.len()
+        )
+        .as_bytes(),
+    );
+    bytes.extend_from_slice(&member);
+    if member.len() % 2 == 1 {
+        bytes.push(b'\n');
+    }
+    let bsd = s.t.join("libbsd.a");
+    write(&bsd, &bytes);
+    let o = s.link(&[&bsd]);
+    s.check_failed(&o, &["libbsd.a", "BSD-format archives are not supported"]);
+}
