@@ -82,14 +82,19 @@ impl<'d> Object<'d> {
     /// A location in this object: the file, and the section `index` when given.
     pub fn at(&self, section: Option<usize>) -> Location {
         Location {
-            section: section.map(|i| section_name(&self.sections, i)),
+            section: section.map(|i| self.section_name(i)),
             ..Location::file(self.file.clone())
         }
     }
 
     /// The name of section `index`, or `#index` when it has none.
     pub fn section_name(&self, index: usize) -> String {
-        section_name(&self.sections, index)
+        self.sections
+            .section(SectionIndex(index))
+            .ok()
+            .and_then(|s| self.sections.section_name(LE, s).ok())
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_else(|| format!("#{index}"))
     }
 
     /// The contents of section `index`.
@@ -130,16 +135,6 @@ pub fn parse_header<'d>(data: &'d [u8], file: &str) -> Result<&'d FileHeader64> 
         )));
     }
     Ok(header)
-}
-
-/// The name of section `index` of `sections`, or `#index` when it has none.
-pub fn section_name(sections: &Sections<'_>, index: usize) -> String {
-    sections
-        .section(SectionIndex(index))
-        .ok()
-        .and_then(|s| sections.section_name(LE, s).ok())
-        .map(|n| String::from_utf8_lossy(n).into_owned())
-        .unwrap_or_else(|| format!("#{index}"))
 }
 
 /// Name of an x86-64 relocation type, for messages.

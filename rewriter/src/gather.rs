@@ -165,12 +165,12 @@ fn has_gcc_lto_sections(path: &Path) -> bool {
     let Ok(header) = crate::elf::FileHeader64::parse(&*data) else {
         return false;
     };
-    let Ok(sections) = header.sections(object::LittleEndian, &*data) else {
+    let Ok(sections) = header.sections(crate::elf::LE, &*data) else {
         return false;
     };
     sections.iter().any(|s| {
         sections
-            .section_name(object::LittleEndian, s)
+            .section_name(crate::elf::LE, s)
             .is_ok_and(|n| n.starts_with(b".gnu.lto_"))
     })
 }
