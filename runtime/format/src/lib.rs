@@ -28,6 +28,8 @@
 pub mod code;
 pub mod file;
 pub mod le;
+#[cfg(feature = "elf")]
+pub mod linked;
 #[cfg(feature = "std")]
 pub mod location;
 #[cfg(feature = "std")]

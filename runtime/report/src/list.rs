@@ -3,8 +3,9 @@
 
 use crate::error::{Error, Location, Result};
 use bootprof_format::{self as format, Form, Kind};
+use format::linked::{linked_sites, Image, LinkedSite};
 use object::read::elf::ElfFile64;
-use object::{LittleEndian as LE, Object, ObjectSection, ObjectSegment};
+use object::{LittleEndian as LE, Object};
 use serde::ser::{SerializeMap, Serializer};
 use std::path::Path;
 
@@ -72,60 +73,26 @@ pub fn list(path: &Path) -> Result<Listing> {
             what: format!("architecture {:?}", elf.architecture()),
         });
     }
-    // Virtual address -> file bytes, through the loadable segments.
-    let segments: Vec<(u64, u64, u64)> = elf
-        .segments()
-        .map(|s| (s.address(), s.file_range().0, s.file_range().1))
-        .collect();
-    let offset_of = |addr: u64| -> Option<u64> {
-        segments
-            .iter()
-            .find(|&&(va, _, size)| addr >= va && addr < va + size)
-            .map(|&(va, off, _)| off + (addr - va))
-    };
-    let bytes_at = |addr: u64, len: usize| -> Option<&[u8]> {
-        let off = offset_of(addr)? as usize;
-        data.get(off..off.checked_add(len)?)
-    };
-    let string_at = |addr: Option<u64>| -> Option<String> {
-        let off = offset_of(addr?)? as usize;
-        let rest = data.get(off..)?;
-        let end = rest.iter().take(4096).position(|&b| b == 0)?;
-        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
-    };
-
-    let mut sites = Vec::new();
-    let mut tables = 0;
-    for section in elf
-        .sections()
-        .filter(|s| s.name() == Ok(format::SECTION_NAME))
-    {
-        tables += 1;
-        let bytes = section
-            .data()
-            .map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
-        for site in format::sites(bytes, section.address()) {
-            let site =
-                site.map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
-            let len = site.form.len();
-            let expected = format::disabled_bytes(site.kind, site.form);
-            let nop = bytes_at(site.site, len).is_some_and(|b| b == &expected[..len]);
-            sites.push(ListedSite {
-                address: site.site,
-                file_offset: offset_of(site.site),
-                kind: site.kind,
-                form: site.form,
-                provider: string_at(site.provider),
-                name: string_at(site.name).unwrap_or_default(),
-                function: string_at(site.function),
-                func_offset: site.func_offset,
-                nop,
-            });
-        }
-    }
-    if tables == 0 {
+    let image = Image::new(&elf, &data);
+    let table = linked_sites(&elf, &image)
+        .map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
+    let Some(table) = table else {
         return Err(Error::NoTable(at(None, None)));
-    }
+    };
+    let mut sites: Vec<ListedSite> = table
+        .into_iter()
+        .map(|LinkedSite { site, nop }| ListedSite {
+            address: site.site,
+            file_offset: image.offset_of(site.site),
+            kind: site.kind,
+            form: site.form,
+            provider: image.string_at(site.provider),
+            name: image.string_at(site.name).unwrap_or_default(),
+            function: image.string_at(site.function),
+            func_offset: site.func_offset,
+            nop,
+        })
+        .collect();
     sites.sort_by_key(|s| s.address);
     Ok(Listing { file, sites })
 }

@@ -1,0 +1,97 @@
+//! A linked executable's or shared object's site tables, read through its loadable segments:
+//! where each site's bytes are in the file, whether they are its disabled (NOP) bytes, and the
+//! names the table points at. Shared by `bootprof list` and by `bootprof-link`'s check of the
+//! binary it has just linked.
+
+extern crate std;
+
+use crate::{code, Site, SECTION_NAME};
+use object::read::elf::ElfFile64;
+use object::{LittleEndian as LE, Object, ObjectSection, ObjectSegment};
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+/// A linked ELF file's bytes, addressed by virtual address through its loadable segments.
+pub struct Image<'d> {
+    data: &'d [u8],
+    /// (virtual address, file offset, file size) of each segment.
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl<'d> Image<'d> {
+    /// The image of `elf`, whose bytes are `data`.
+    pub fn new(elf: &ElfFile64<'d, LE>, data: &'d [u8]) -> Image<'d> {
+        Image {
+            data,
+            segments: elf
+                .segments()
+                .map(|s| (s.address(), s.file_range().0, s.file_range().1))
+                .collect(),
+        }
+    }
+
+    /// Where the byte at `addr` is in the file.
+    pub fn offset_of(&self, addr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(va, _, size)| addr >= va && addr - va < size)
+            .map(|&(va, off, _)| off + (addr - va))
+    }
+
+    /// The `len` bytes at `addr`.
+    pub fn bytes_at(&self, addr: u64, len: usize) -> Option<&'d [u8]> {
+        let off = usize::try_from(self.offset_of(addr)?).ok()?;
+        self.data.get(off..off.checked_add(len)?)
+    }
+
+    /// The NUL-terminated string at `addr` (at most 4 KiB).
+    pub fn string_at(&self, addr: Option<u64>) -> Option<String> {
+        let off = usize::try_from(self.offset_of(addr?)?).ok()?;
+        let rest = self.data.get(off..)?;
+        let end = rest.iter().take(4096).position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    }
+}
+
+/// One site of a linked binary's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkedSite {
+    /// The table entry, addresses resolved.
+    pub site: Site,
+    /// Whether the bytes at the site are its disabled bytes.
+    pub nop: bool,
+}
+
+/// Why a binary's tables could not be read: the message, for the caller's location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable(pub String);
+
+impl core::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Every site of every `bootprof_sites` section of `elf`, in table order, each checked against
+/// its disabled bytes; `None` when the binary has no such section.
+pub fn linked_sites(
+    elf: &ElfFile64<'_, LE>,
+    image: &Image<'_>,
+) -> Result<Option<Vec<LinkedSite>>, Unreadable> {
+    let mut sites = Vec::new();
+    let mut tables = 0;
+    for section in elf.sections().filter(|s| s.name() == Ok(SECTION_NAME)) {
+        tables += 1;
+        let bytes = section.data().map_err(|e| Unreadable(e.to_string()))?;
+        for site in crate::sites(bytes, section.address()) {
+            let site = site.map_err(|e| Unreadable(e.to_string()))?;
+            let len = site.form.len();
+            let expected = code::disabled_bytes(site.kind, site.form);
+            let nop = image
+                .bytes_at(site.site, len)
+                .is_some_and(|b| b == &expected[..len]);
+            sites.push(LinkedSite { site, nop });
+        }
+    }
+    Ok((tables > 0).then_some(sites))
+}
