@@ -80,6 +80,9 @@ pub enum Error {
         /// Its exit status.
         status: std::process::ExitStatus,
     },
+    /// A link we ran failed; its own messages have passed through, this is its exit status.
+    #[error("the link failed with exit status {0}")]
+    LinkFailed(i32),
     /// A bug in bootprof, reported instead of panicking.
     #[error("internal error: {0}")]
     Internal(String),

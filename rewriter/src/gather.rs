@@ -4,17 +4,19 @@
 //!
 //! Two ways:
 //! - default: each object input and each archive is an input of its own (rewritten in parallel);
-//! - `--partial-link` (chosen automatically when an input is an LTO object, whose code exists
-//!   only after code generation): all object inputs are first partially linked (`DRIVER -r`,
-//!   with the user's driver, linker and code-generation flags) into one object, which takes the
-//!   place of the first object on the line.
+//! - `--partial-link`: all object inputs are first partially linked (`DRIVER -r`, with the
+//!   user's driver, linker and code-generation flags) into one object, which takes the place of
+//!   the first object on the line.
+//!
+//! Inputs that hold compiler IR (`-flto`) have no code to rewrite: [`lto`] runs the link's own
+//! code generation first, and its objects take their place.
 //!
 //! Sources on the line are compiled first, with the line's compile flags, so their sites are
 //! rewritten too.
 
 use crate::args::{sniff, ArgKind, LinkLine};
-use crate::driver;
 use crate::error::Result;
+use crate::{driver, lto};
 use bootprof_format::file::FileKind;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,8 +25,10 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Default)]
 pub struct Gathered {
     /// The link line's arguments, sources replaced by their objects and a partial link's
-    /// object in place of the first object.
+    /// object in place of the first object; objects made by LTO code generation are appended.
     pub args: Vec<String>,
+    /// The order of `args` on the final line (indices; LTO's objects where the IR was).
+    pub order: Vec<usize>,
     /// The inputs to rewrite, in line order.
     pub inputs: Vec<Input>,
     /// Indices of arguments to drop from the line (objects merged by a partial link).
@@ -33,10 +37,12 @@ pub struct Gathered {
     pub archives: usize,
     /// Lines for `--verbose`.
     pub notes: Vec<String>,
+    /// Time spent in the link that ran LTO code generation, if one ran.
+    pub codegen: std::time::Duration,
 }
 
 /// One input to rewrite.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Input {
     /// Index of the argument it replaces.
     pub arg: usize,
@@ -66,64 +72,23 @@ fn named_like_an_object(path: &Path) -> bool {
 
 /// Gathers the inputs of `line`, compiling its sources into `dir`.
 pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
+    let args = compile_sources(line, dir)?;
     let mut g = Gathered {
-        args: compile_sources(line, dir)?,
+        order: (0..args.len()).collect(),
+        args,
         ..Gathered::default()
     };
-    // Which arguments are objects and archives.
-    let mut objects = Vec::new();
-    let mut archives = Vec::new();
-    let mut lto = false;
-    for (arg, kind) in line.kinds.iter().enumerate() {
-        match kind {
-            ArgKind::File | ArgKind::Source => {
-                let path = PathBuf::from(&g.args[arg]);
-                let kind = match sniff(&path) {
-                    FileKind::Archive => {
-                        archives.push(Input {
-                            arg,
-                            path,
-                            kind: InputKind::Archive,
-                        });
-                        continue;
-                    }
-                    FileKind::Bitcode => {
-                        lto = true;
-                        InputKind::Object
-                    }
-                    FileKind::Object => InputKind::Object,
-                    FileKind::Other if named_like_an_object(&path) => InputKind::NotElf,
-                    FileKind::Other | FileKind::OtherElf => continue,
-                };
-                objects.push(Input { arg, path, kind });
-            }
-            ArgKind::Library => {
-                if let Some(path) = line
-                    .library_name(arg)
-                    .and_then(|n| line.find_static_library(n))
-                {
-                    archives.push(Input {
-                        arg,
-                        path,
-                        kind: InputKind::Archive,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    g.archives = archives.len();
-    if !line.options.partial_link && !lto {
-        // gcc's LTO objects are ELF, told apart by their sections (clang's bitcode by its magic).
-        lto = objects.iter().any(|j| has_gcc_lto_sections(&j.path));
-    }
-    let partial = line.options.partial_link || lto;
-    if lto && !line.options.partial_link && line.options.verbose {
-        g.notes
-            .push("LTO objects on the line: gathering by a partial link".into());
-    }
-    if partial && !objects.is_empty() {
-        let out = partial_link(line, &objects, lto, dir)?;
+    let found = classify_inputs(line, &g.args);
+    g.archives = found.archives.len();
+    let archives: Vec<Input> = found.archives.iter().map(|(j, _)| j.clone()).collect();
+    let generated = lto::generated_at_link_time(line, found.ir);
+    let objects = if generated.any() {
+        generate_code(line, &mut g, found, generated, dir)?
+    } else {
+        found.objects.into_iter().map(|(j, _)| j).collect()
+    };
+    if line.options.partial_link && !objects.is_empty() {
+        let out = partial_link(line, &objects, dir)?;
         let first = objects[0].arg;
         g.removed.extend(objects.iter().skip(1).map(|j| j.arg));
         g.args[first] = out.display().to_string();
@@ -139,40 +104,159 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
     Ok(g)
 }
 
-/// Partially links `objects` into one object in `dir` (running LTO code generation when `lto`).
-fn partial_link(line: &LinkLine, objects: &[Input], lto: bool, dir: &Path) -> Result<PathBuf> {
+/// The line's objects and archives, and the IR among them.
+struct Classified {
+    /// Objects (and files named like objects that are not ELF), each with the IR it holds.
+    objects: Vec<(Input, Option<lto::Ir>)>,
+    /// Archives, each with the IR its members hold.
+    archives: Vec<(Input, lto::IrKinds)>,
+    /// All the IR found.
+    ir: lto::IrKinds,
+}
+
+/// Sorts the arguments `args` of `line` into objects and archives (`-l` libraries found as
+/// archives in the user's directories included).
+fn classify_inputs(line: &LinkLine, args: &[String]) -> Classified {
+    let mut c = Classified {
+        objects: Vec::new(),
+        archives: Vec::new(),
+        ir: lto::IrKinds::default(),
+    };
+    for (arg, kind) in line.kinds.iter().enumerate() {
+        let path = match kind {
+            ArgKind::File | ArgKind::Source => PathBuf::from(&args[arg]),
+            ArgKind::Library => match line
+                .library_name(arg)
+                .and_then(|n| line.find_static_library(n))
+            {
+                Some(path) => {
+                    c.push_archive(arg, path);
+                    continue;
+                }
+                None => continue,
+            },
+            _ => continue,
+        };
+        let (kind, ir) = match sniff(&path) {
+            FileKind::Archive => {
+                c.push_archive(arg, path);
+                continue;
+            }
+            FileKind::Bitcode => (InputKind::Object, Some(lto::Ir::Llvm)),
+            FileKind::Object => (
+                InputKind::Object,
+                crate::elf::map(&path).ok().and_then(|d| lto::object_ir(&d)),
+            ),
+            FileKind::Other if named_like_an_object(&path) => (InputKind::NotElf, None),
+            FileKind::Other | FileKind::OtherElf => continue,
+        };
+        c.ir.add(ir);
+        c.objects.push((Input { arg, path, kind }, ir));
+    }
+    c
+}
+
+impl Classified {
+    /// Adds the archive at `path`, argument `arg`, with the IR of its members.
+    fn push_archive(&mut self, arg: usize, path: PathBuf) {
+        let kinds = crate::elf::map(&path)
+            .map(|d| lto::archive_ir(&d, &path))
+            .unwrap_or_default();
+        self.ir.add_all(kinds);
+        self.archives.push((
+            Input {
+                arg,
+                path,
+                kind: InputKind::Archive,
+            },
+            kinds,
+        ));
+    }
+}
+
+/// Runs LTO code generation for the IR kinds `generated` and puts the objects it made on the
+/// line where the first input holding such IR was; the IR objects leave the line (archives stay:
+/// the members code generation took are defined by its objects now, so the final link takes
+/// them no more). Returns the objects to rewrite, in line order.
+fn generate_code(
+    line: &LinkLine,
+    g: &mut Gathered,
+    found: Classified,
+    generated: lto::IrKinds,
+    dir: &Path,
+) -> Result<Vec<Input>> {
+    let started = std::time::Instant::now();
+    let made = lto::generate(line, &g.args, generated, dir)?;
+    g.codegen = started.elapsed();
+    let place = found
+        .objects
+        .iter()
+        .filter(|(_, ir)| generated.has(*ir))
+        .map(|(j, _)| j.arg)
+        .chain(
+            found
+                .archives
+                .iter()
+                .filter(|(_, kinds)| kinds.gcc && generated.gcc || kinds.llvm && generated.llvm)
+                .map(|(j, _)| j.arg),
+        )
+        .min()
+        .unwrap_or(g.args.len());
+    let mut objects = Vec::new();
+    for (input, ir) in found.objects {
+        if generated.has(ir) {
+            g.removed.insert(input.arg);
+        } else {
+            objects.push(input);
+        }
+    }
+    if line.options.verbose {
+        g.notes.push(format!(
+            "LTO code generation made {} object(s) from the IR inputs",
+            made.len()
+        ));
+    }
+    let at = g
+        .order
+        .iter()
+        .position(|&i| i == place)
+        .unwrap_or(g.order.len());
+    let first_new = g.args.len();
+    for path in made {
+        objects.push(Input {
+            arg: g.args.len(),
+            kind: InputKind::Object,
+            path,
+        });
+        g.args.push(
+            objects
+                .last()
+                .expect("just pushed")
+                .path
+                .display()
+                .to_string(),
+        );
+    }
+    g.order.splice(at..at, first_new..g.args.len());
+    let mut rank = vec![0; g.args.len()];
+    for (r, &i) in g.order.iter().enumerate() {
+        rank[i] = r;
+    }
+    objects.sort_by_key(|j| rank[j.arg]);
+    Ok(objects)
+}
+
+/// Partially links `objects` into one object in `dir`.
+fn partial_link(line: &LinkLine, objects: &[Input], dir: &Path) -> Result<PathBuf> {
     let out = dir.join("partial.o");
     let mut cmd = std::process::Command::new(&line.driver);
     cmd.args(partial_link_flags(line)).args(["-r", "-nostdlib"]);
-    if lto && !line.driver.contains("clang") {
-        cmd.arg("-flinker-output=nolto-rel");
-    }
     cmd.arg("-o").arg(&out);
     for j in objects {
         cmd.arg(&j.path);
     }
     driver::run_checked(cmd)?;
     Ok(out)
-}
-
-/// Whether the object at `path` carries gcc's LTO intermediate code (`.gnu.lto_*` sections): its
-/// real code, and so its sites, exist only after code generation. Reads section headers only.
-fn has_gcc_lto_sections(path: &Path) -> bool {
-    use object::read::elf::FileHeader;
-    let Ok(data) = crate::elf::map(path) else {
-        return false;
-    };
-    let Ok(header) = crate::elf::FileHeader64::parse(&*data) else {
-        return false;
-    };
-    let Ok(sections) = header.sections(crate::elf::LE, &*data) else {
-        return false;
-    };
-    sections.iter().any(|s| {
-        sections
-            .section_name(crate::elf::LE, s)
-            .is_ok_and(|n| n.starts_with(b".gnu.lto_"))
-    })
 }
 
 /// Compiles the sources on the line into `dir` with the line's compile flags; returns the line's

@@ -18,6 +18,7 @@
 
 pub mod archive;
 pub mod args;
+pub mod check;
 pub mod decode;
 pub mod driver;
 pub mod elf;
@@ -27,6 +28,7 @@ pub mod functions;
 pub mod gather;
 pub mod guard;
 pub mod link;
+pub mod lto;
 pub mod patch;
 pub mod pipeline;
 pub mod rewrite;

@@ -1,28 +1,92 @@
-//! Final link: takes the rewritten link line; runs the real driver with the output redirected to a
-//! temporary name beside the real one, and renames it into place only when the link succeeds, so
-//! a failed link leaves the previous output untouched. The driver's stderr and exit status pass
-//! through unchanged.
+//! Final link: takes the rewritten link line and the symbols to trace; runs the real driver with
+//! the output redirected to a temporary name beside the real one, has [`check`] look at what the
+//! linker reported and at the binary, and renames it into place only when the link succeeds and
+//! the check passes, so a failed or refused link leaves the previous output untouched. The
+//! driver's output (less the trace lines asked for here) and exit status pass through.
 
 use crate::args::{ArgKind, LinkLine};
-use crate::driver::{driver_command, exit_code, status_of};
+use crate::check::{self, Traced};
+use crate::driver::{driver_command, exit_code};
 use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
 use std::path::Path;
+use std::process::Stdio;
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
-/// a temporary file beside `line.output`, renamed over it on success (and removed otherwise).
-/// Returns the driver's exit code.
-pub fn final_link(line: &LinkLine, args: Vec<String>, dir: &Path) -> Result<i32> {
+/// a temporary file beside `line.output`, the linker reporting every file that references one of
+/// `traced`; checks the references and the binary, and renames the binary over `line.output`
+/// when both are right (removing it otherwise). Returns the driver's exit code and the time the
+/// check took.
+pub fn final_link(
+    line: &LinkLine,
+    args: Vec<String>,
+    traced: &BTreeSet<String>,
+    dir: &Path,
+) -> Result<(i32, std::time::Duration)> {
     let output = &line.output;
     // Creating the temporary checks that the output can be written at all before the link.
     let tmp = temporary_output(output).map_err(|e| Error::io(output, e))?;
-    let args = redirect_output(line, args, &tmp);
-    let (status, _) = status_of(driver_command(&line.driver, &args, dir)?)?;
+    let mut linked = redirect_output(line, args.clone(), &tmp);
+    linked.extend(traced.iter().map(|s| format!("-Wl,--trace-symbol={s}")));
+    let (status, reports) = run_traced(driver_command(&line.driver, &linked, dir)?, traced)?;
     if !status.success() {
-        return Ok(exit_code(status));
+        return Ok((exit_code(status), std::time::Duration::ZERO));
     }
+    let started = std::time::Instant::now();
+    check::check_references(&reports, &args, output)?;
+    check::check_output(&tmp, output)?;
+    let checked = started.elapsed();
     tmp.persist(output)
         .map_err(|e| Error::io(output, e.error))?;
-    Ok(0)
+    Ok((0, checked))
+}
+
+/// Runs `cmd`, passing its stdout and stderr through line by line as they come, except the
+/// linker's trace lines about `traced`, which are returned.
+fn run_traced(
+    mut cmd: std::process::Command,
+    traced: &BTreeSet<String>,
+) -> Result<(std::process::ExitStatus, Vec<Traced>)> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let spawn_error = |source| Error::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let mut reports = std::thread::scope(|s| {
+        let out = s.spawn(|| forward(stdout, std::io::stdout(), traced));
+        let err = forward(stderr, std::io::stderr(), traced);
+        let mut all = out.join().unwrap_or_default();
+        all.extend(err);
+        all
+    });
+    reports.dedup();
+    let status = child.wait().map_err(spawn_error)?;
+    Ok((status, reports))
+}
+
+/// Copies `from` to `to` line by line, keeping back (and returning) the trace lines.
+fn forward(from: impl std::io::Read, mut to: impl Write, traced: &BTreeSet<String>) -> Vec<Traced> {
+    let mut reports = Vec::new();
+    for line in std::io::BufReader::new(from).split(b'\n') {
+        let Ok(line) = line else { break };
+        match check::parse_traced(&String::from_utf8_lossy(&line), traced) {
+            Some(t) => reports.push(t),
+            None => {
+                // A closed stdout or stderr is the reader's business, not the link's.
+                let _ = to.write_all(&line).and_then(|()| to.write_all(b"\n"));
+            }
+        }
+    }
+    let _ = to.flush();
+    reports
 }
 
 /// An empty file beside `output`, removed when dropped unless persisted; created with the mode
@@ -52,7 +116,7 @@ fn temporary_output(output: &Path) -> std::io::Result<tempfile::TempPath> {
 }
 
 /// Points the line's `-o` at `tmp` (adding `-o tmp` when the line has none).
-fn redirect_output(line: &LinkLine, mut args: Vec<String>, tmp: &Path) -> Vec<String> {
+pub fn redirect_output(line: &LinkLine, mut args: Vec<String>, tmp: &Path) -> Vec<String> {
     let tmp = tmp.display().to_string();
     // Gathering may have removed arguments, but never an output: find it again by value.
     let mut found = false;

@@ -111,6 +111,7 @@ fn recognise_all<'c>(
             Recognised::NotASite(why) => not_sites.push(NotASite {
                 at: candidate_at(scanned, sec, c.r_offset, c),
                 why,
+                live: true,
             }),
             Recognised::BadCall => {
                 let lo = r_offset.saturating_sub(2);
@@ -151,6 +152,7 @@ fn check_boundaries(
                 not_sites.push(NotASite {
                     at: candidate_at(scanned, sec, c.r_offset, c),
                     why: "not on an instruction boundary when decoded from the function start",
+                    live: true,
                 });
                 continue;
             }

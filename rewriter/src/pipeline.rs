@@ -2,7 +2,7 @@
 //! handed on: args -> gather -> rewrite (scan -> patch -> emit, per object) -> stubs -> link.
 
 use crate::error::{Error, Result};
-use crate::{args, driver, gather, link, rewrite, runtime_lib, stubs};
+use crate::{args, check, driver, gather, link, rewrite, runtime_lib, stubs};
 use std::path::Path;
 use std::time::Instant;
 
@@ -21,15 +21,17 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
     let dir = PrivateDir::new(line.options.keep_temps)?;
     let gathered = gather::gather(&line, dir.path())?;
     let archives = gathered.archives;
+    let codegen = gathered.codegen;
     let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
     }
     let mut args = rewrites.args;
+    // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether or
+    // not this link found hooks.
+    args.retain(|a| a != "-pg");
     if !rewrites.referenced.is_empty() {
-        // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon.
-        args.retain(|a| a != "-pg");
         let symbols: Vec<_> = rewrites
             .referenced
             .iter()
@@ -48,18 +50,21 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
     if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
         args.extend(runtime_lib::runtime_args(&line)?);
     }
-    let code = link::final_link(&line, args, dir.path())?;
+    let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
+    let (code, checked) = link::final_link(&line, args, &traced, dir.path())?;
     if line.options.stats {
         let total = start.elapsed();
         eprintln!(
-            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3}",
+            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3} codegen_ms={:.3} check_ms={:.3}",
             rewrites.objects,
             archives,
             rewrites.relocations,
             rewrites.sites,
-            scanned.as_secs_f64() * 1e3,
-            (total - scanned).as_secs_f64() * 1e3,
-            total.as_secs_f64() * 1e3
+            (scanned - codegen).as_secs_f64() * 1e3,
+            (total - scanned - checked).as_secs_f64() * 1e3,
+            total.as_secs_f64() * 1e3,
+            codegen.as_secs_f64() * 1e3,
+            checked.as_secs_f64() * 1e3
         );
     }
     Ok(code)

@@ -9,7 +9,7 @@ use crate::args::{ArgKind, LinkLine};
 use crate::elf::map;
 use crate::error::{Error, Location, Result};
 use crate::gather::{Gathered, Input, InputKind};
-use crate::site::Found;
+use crate::site::{Found, NotASite};
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +80,8 @@ struct Done {
     uses_runtime: bool,
     notes: Vec<String>,
     guard_calls: Vec<GuardCall>,
+    /// The first reference to a probe symbol that is not a site and that the program can reach.
+    live: Option<NotASite>,
 }
 
 impl Done {
@@ -91,6 +93,9 @@ impl Done {
         self.referenced
             .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
         self.defined.extend(r.defined.iter().cloned());
+        if self.live.is_none() {
+            self.live = r.not_sites.iter().find(|n| n.live).cloned();
+        }
         self.guard_calls.extend(
             r.sites
                 .iter()
@@ -126,6 +131,22 @@ impl Done {
                 self.notes.push(format!("{}: not a site: {}", n.at, n.why));
             }
         }
+    }
+}
+
+/// The error for a reference to a probe symbol that is not a site but that the program can reach:
+/// through it the program would call the probe's stub while the probe is disabled, outside the
+/// site table's control.
+fn live_reference(n: NotASite) -> Error {
+    Error::Refused {
+        at: n.at,
+        what: format!(
+            "a reference to a probe symbol or hook that is not a call site bootprof-link can turn \
+             into a NOP ({}): through it the program would reach the probe while it is disabled. \
+             Call probes directly (in Rust through bootprof_runtime::probe!, whose call LLVM \
+             cannot hoist out of a loop) and do not take their address",
+            n.why
+        ),
     }
 }
 
@@ -192,6 +213,7 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
     let verbose = line.options.verbose;
     let Gathered {
         mut args,
+        order,
         inputs,
         mut removed,
         notes,
@@ -205,6 +227,9 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
     let mut guard_calls = Vec::new();
     for (input, result) in inputs.iter().zip(rewrite_all(&inputs, dir, verbose)) {
         let done = result?;
+        if let Some(n) = done.live {
+            return Err(live_reference(n));
+        }
         guard_calls.extend(done.guard_calls);
         r.objects += done.objects;
         r.relocations += done.relocations;
@@ -217,9 +242,9 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         r.notes.extend(done.notes);
         if let Some(new) = done.replacement {
             let new = new.display().to_string();
-            match line.kinds[input.arg] {
+            match line.kinds.get(input.arg) {
                 // `-l name` is two arguments: the path replaces both.
-                ArgKind::Library if line.args[input.arg] == "-l" => {
+                Some(ArgKind::Library) if line.args[input.arg] == "-l" => {
                     args[input.arg] = new;
                     removed.insert(input.arg + 1);
                 }
@@ -243,11 +268,10 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
     for name in &defined {
         r.referenced.remove(name);
     }
-    r.args = args
+    r.args = order
         .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !removed.contains(i))
-        .map(|(_, a)| a)
+        .filter(|i| !removed.contains(i))
+        .map(|i| std::mem::take(&mut args[i]))
         .collect();
     Ok(r)
 }

@@ -278,9 +278,15 @@ fn scan_relocation_section(
         };
         if !exec {
             let at = at();
+            let loaded = target_section.sh_flags(LE).0 & elf::SHF_ALLOC.0 != 0;
             s.not_sites.push(NotASite {
                 at,
-                why: "in a section that is not executable",
+                why: if loaded {
+                    "its address is taken in data (a section that is not executable)"
+                } else {
+                    "in a section that is not loaded (debug information)"
+                },
+                live: loaded,
             });
             continue;
         }

@@ -62,6 +62,10 @@ pub struct NotASite {
     pub at: Location,
     /// Why it is not a site.
     pub why: &'static str,
+    /// Whether the program can reach the symbol through it (a reference in loaded code or data,
+    /// not in debug information): such a reference would keep a disabled probe live, and fails
+    /// the link.
+    pub live: bool,
 }
 
 /// What rewriting found in one object, whether or not it has sites.

@@ -33,6 +33,8 @@ fn main() {
     }
     match bootprof_link::run_link(argv) {
         Ok(code) => std::process::exit(code),
+        // The link's own messages said why.
+        Err(Error::LinkFailed(code)) => std::process::exit(code),
         Err(e) => {
             eprintln!("bootprof-link: error: {e}");
             let code = match e {

@@ -380,6 +380,46 @@ fn guard_calling_a_probe_function_the_program_defines() {
     s.link_to(&s.t.join("calls-app"), &[&calls]).ok();
 }
 
+/// A probe whose address the program takes, in data or in code, and calls through a pointer:
+/// those calls would reach the stub outside the site table, where the probe can never be turned
+/// on. The link is refused, naming the reference; with only direct calls it succeeds.
+#[test]
+fn probe_address_taken_is_refused_naming_the_reference() {
+    require!("cc");
+    let s = Setup::new("bad-address-taken");
+    let src = source_dir("address-taken").join("main.c");
+    for (flag, section, symbol, why) in [
+        (
+            "-DTAKE_IN_DATA",
+            "`.data",
+            "__dtrace_sdt_app__y",
+            "address is taken in data",
+        ),
+        (
+            "-DTAKE_IN_CODE",
+            "`.text",
+            "__dtrace_sdt_app__x",
+            "a GOT load",
+        ),
+    ] {
+        let object = compile_c(&src, &s.t.join("taken.o"), &["-O2", flag]);
+        let o = s.link(&[&object]);
+        s.check_failed(
+            &o,
+            &[
+                "taken.o",
+                section,
+                "offset 0x",
+                symbol,
+                why,
+                "not a call site",
+            ],
+        );
+    }
+    let direct = compile_c(&src, &s.t.join("direct.o"), &["-O2"]);
+    s.link_to(&s.t.join("direct-app"), &[&direct]).ok();
+}
+
 /// A symbol that starts inside a site's call instruction (found by the fuzzer: patching the call
 /// changed how the code after the symbol decoded, so a second rewrite found more sites). Compiled
 /// code never has one; the object is refused, naming the symbol and the site.

@@ -125,7 +125,6 @@ pub const CASES: &[&str] = &[
     "cxx-comdat",
     "static-archive",
     "shared-lib",
-    "address-taken",
     "gc-sections",
     "no-plt",
     "clang-probes",
@@ -135,7 +134,13 @@ pub const CASES: &[&str] = &[
 ];
 
 /// Directories of `tests/sources` that are not corpus cases (each has its own test module).
-const NOT_CASES: &[&str] = &["bad-input-base", "cmake-project", "rust-probes"];
+const NOT_CASES: &[&str] = &[
+    "address-taken",
+    "bad-input-base",
+    "cmake-project",
+    "lto",
+    "rust-probes",
+];
 
 #[test]
 fn every_source_directory_is_a_case_with_a_test() {
@@ -173,7 +178,6 @@ corpus_tests! {
     cxx_comdat => "cxx-comdat",
     static_archive => "static-archive",
     shared_lib => "shared-lib",
-    address_taken => "address-taken",
     gc_sections => "gc-sections",
     no_plt => "no-plt",
     clang_probes => "clang-probes",

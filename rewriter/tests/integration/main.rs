@@ -12,6 +12,7 @@
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
 //! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
+//! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
@@ -30,6 +31,7 @@ mod diagnostics;
 mod elf;
 mod json;
 mod linker_scripts;
+mod lto;
 mod matrix;
 mod objdump;
 mod realworld;
