@@ -3,11 +3,12 @@
 //!
 //! The pipeline, one module per phase (see `DESIGN.md`), run by [`pipeline::run_link`]:
 //! [`args`] parses the link line -> [`gather`] collects the relocatable inputs (objects, archives,
-//! or one partial link) -> per object ([`rewrite`]): [`scan`] finds the relocations against
-//! probe symbols -> [`patch`] verifies each site (decoding it) and places it in its function ->
-//! [`emit`] writes the rewritten object with its NOPs and table fragments; then [`stubs`] writes
-//! the object defining every probe symbol -> [`link`] runs the final link and moves the output
-//! into place atomically.
+//! or one partial link; [`lto`] turns IR inputs into the machine code their link generates) ->
+//! per object ([`rewrite`]): [`scan`] finds the relocations against probe symbols -> [`patch`]
+//! verifies each site (decoding it) and places it in its function -> [`emit`] writes the
+//! rewritten object with its NOPs and table fragments; then [`stubs`] writes the object defining
+//! every probe symbol -> [`link`] runs the final link, [`check`] makes sure no hook or probe call
+//! survived outside the table, and the output moves into place atomically.
 //!
 //! Below the phases: [`site`] (what they hand each other), [`elf`] (the x86-64 ELF layer),
 //! [`decode`], [`functions`] and [`guard`] (parts of `patch`), [`archive`], [`driver`] (running

@@ -7,10 +7,8 @@
 //! Hooks (`-pg`, `-pg -mfentry`, `-finstrument-functions`) and probe calls of IR inputs exist only
 //! once LTO has generated code, and that code is generated from the whole program (inlining,
 //! internalising, dropping functions): a partial link (`-r`) would generate different code, with
-//! a different set of hooks. So the one code generation is the real link's own: gcc keeps its
-//! LTRANS objects (`-save-temps`: `OUT.ltransN.ltrans.o`), LLVM (lld, or GNU ld with the LLVM
-//! plugin) writes them where `-plugin-opt=obj-path=` says (`lto.o`, `lto.o1`, ...). The objects
-//! then take the place of the IR inputs on the line, are rewritten like any other, and the final
+//! a different set of hooks. So the one code generation is the real link's own, and we keep what
+//! it makes (see [`generate`]). The objects then take the place of the IR inputs on the line, are rewritten like any other, and the final
 //! link links machine code only: no IR input is left for code generation to run a second time.
 //! The output of this first link is thrown away; probe symbols that only the stubs define yet are
 //! allowed to stay undefined in it.
@@ -140,18 +138,42 @@ pub fn generated_at_link_time(line: &LinkLine, found: IrKinds) -> IrKinds {
     }
 }
 
+/// The name gcc's driver looks for, along its `-B` directories first, to run LTO code generation.
+pub const GCC_WRAPPER: &str = "lto-wrapper";
+/// The real `lto-wrapper`, for bootprof-link standing in for it.
+const REAL_WRAPPER_ENV: &str = "BOOTPROF_LTO_WRAPPER";
+/// Where bootprof-link, standing in for `lto-wrapper`, keeps the objects it generated.
+const KEEP_ENV: &str = "BOOTPROF_LTO_KEEP";
+/// The list of kept objects in that directory, one path a line, in link order.
+const KEPT_LIST: &str = "objects.list";
+
 /// Runs the link `args` (the user's line with its sources compiled) once, keeping the machine
 /// code LTO generates for `ir` in `dir/lto`; returns those objects in the order the linker
-/// generated them. A failed link is the link's failure: its stderr has passed through, and
+/// takes them. A failed link is the link's failure: its stderr has passed through, and
 /// [`Error::LinkFailed`] carries its exit status.
+///
+/// gcc: its linker plugin runs `lto-wrapper`, which prints the objects it generated (the LTRANS
+/// partitions, and with `-g` the early debug information they refer to) for the plugin to add to
+/// the link. A `-B` directory holding bootprof-link under that name makes the driver run it
+/// instead ([`stand_in_for_lto_wrapper`]): it runs the real one and keeps what it printed.
+/// LLVM (lld, or GNU ld with the LLVM plugin) writes its objects where `-plugin-opt=obj-path=`
+/// says: `lto.o`, `lto.o1`, ...
 pub fn generate(line: &LinkLine, args: &[String], ir: IrKinds, dir: &Path) -> Result<Vec<PathBuf>> {
     let cg = dir.join("lto");
     std::fs::create_dir(&cg).map_err(|e| Error::io(&cg, e))?;
     let out = cg.join("out");
     let mut args = crate::link::redirect_output(line, args.to_vec(), &out);
+    let mut env = Vec::new();
     if ir.gcc {
-        // gcc: keep the LTRANS objects, named after the output, in its directory.
-        args.push("-save-temps".into());
+        let bin = cg.join("bin");
+        std::fs::create_dir(&bin).map_err(|e| Error::io(&bin, e))?;
+        let me = std::env::current_exe().map_err(|e| Error::io("/proc/self/exe", e))?;
+        let link = bin.join(GCC_WRAPPER);
+        std::os::unix::fs::symlink(&me, &link).map_err(|e| Error::io(&link, e))?;
+        // First, so that no `-B` of the user's is searched before it.
+        args.insert(0, format!("-B{}/", bin.display()));
+        env.push((REAL_WRAPPER_ENV, real_lto_wrapper(line)?));
+        env.push((KEEP_ENV, cg.display().to_string()));
     }
     if ir.llvm {
         args.push(format!(
@@ -161,42 +183,18 @@ pub fn generate(line: &LinkLine, args: &[String], ir: IrKinds, dir: &Path) -> Re
     }
     // The probe symbols are defined by the stubs of the final link, made from this link's code.
     args.push("-Wl,--unresolved-symbols=ignore-all".into());
-    let (status, _) = driver::status_of(driver::driver_command(&line.driver, &args, dir)?)?;
+    let mut cmd = driver::driver_command(&line.driver, &args, dir)?;
+    cmd.envs(env);
+    let (status, _) = driver::status_of(cmd)?;
     if !status.success() {
         return Err(Error::LinkFailed(driver::exit_code(status)));
     }
-    generated_objects(&cg)
-}
-
-/// The objects LTO left in `cg`, in generation order: gcc's `out.ltrans<N>.ltrans.o`, LLVM's
-/// `lto.o`, `lto.o<N>`. Anything else there (gcc's saved IR partitions `out.ltrans<N>.o`,
-/// argument files, assembly) is not machine code for the link.
-fn generated_objects(cg: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(cg).map_err(|e| Error::io(cg, e))? {
-        let entry = entry.map_err(|e| Error::io(cg, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let number = if let Some(rest) = name.strip_prefix("out.ltrans") {
-            rest.strip_suffix(".ltrans.o")
-                .and_then(|n| n.parse::<u64>().ok())
-        } else if name == "lto.o" {
-            Some(0)
-        } else {
-            name.strip_prefix("lto.o")
-                .and_then(|n| n.parse::<u64>().ok())
-        };
-        if let Some(n) = number {
-            found.push((n, entry.path()));
-        }
-    }
-    found.sort();
-    let mut objects = Vec::new();
-    for (_, path) in found {
-        let data = crate::elf::map(&path)?;
+    let mut objects = kept_by_stand_in(&cg)?;
+    objects.extend(llvm_objects(&cg)?);
+    for path in &objects {
+        let data = crate::elf::map(path)?;
         // An object that still holds IR would be handed to code generation again.
-        if classify(&data) == FileKind::Object && object_ir(&data).is_none() {
-            objects.push(path);
-        } else {
+        if classify(&data) != FileKind::Object || object_ir(&data).is_some() {
             return Err(Error::Refused {
                 at: Location::file(path.display().to_string()),
                 what: "LTO code generation left a file that is not a relocatable object of \
@@ -206,4 +204,130 @@ fn generated_objects(cg: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(objects)
+}
+
+/// The `lto-wrapper` the driver of `line` would run (`DRIVER -print-prog-name=lto-wrapper`, with
+/// the line's options that choose the driver's tools).
+fn real_lto_wrapper(line: &LinkLine) -> Result<String> {
+    let mut cmd = std::process::Command::new(&line.driver);
+    let mut i = 0;
+    while i < line.args.len() {
+        let a = &line.args[i];
+        if a == "-B" || a == "--sysroot" {
+            cmd.args(&line.args[i..(i + 2).min(line.args.len())]);
+            i += 1;
+        } else if a.starts_with("-B") || a.starts_with("--sysroot=") {
+            cmd.arg(a);
+        }
+        i += 1;
+    }
+    let out = cmd
+        .arg(format!("-print-prog-name={GCC_WRAPPER}"))
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: line.driver.clone(),
+            source,
+        })?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !Path::new(&path).is_absolute() {
+        return Err(Error::Usage(format!(
+            "`{} -print-prog-name={GCC_WRAPPER}` does not name gcc's LTO wrapper, which the LTO \
+             objects on the line need",
+            line.driver
+        )));
+    }
+    Ok(path)
+}
+
+/// bootprof-link run as `lto-wrapper` (`argv` without argv[0]): runs the real one with the same
+/// arguments and environment, keeps a link to each object it prints in the directory the parent
+/// named, lists them there in order, and prints what it printed so that the plugin adds them to
+/// the link as always. Returns the exit status.
+pub fn stand_in_for_lto_wrapper(argv: &[std::ffi::OsString]) -> i32 {
+    let (Some(real), Some(keep)) = (
+        std::env::var_os(REAL_WRAPPER_ENV),
+        std::env::var_os(KEEP_ENV),
+    ) else {
+        eprintln!("lto-wrapper (bootprof-link): run by gcc's plugin only, under bootprof-link");
+        return 1;
+    };
+    let keep = PathBuf::from(keep);
+    let out = match std::process::Command::new(&real)
+        .args(argv)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!(
+                "lto-wrapper (bootprof-link): cannot run {}: {e}",
+                real.to_string_lossy()
+            );
+            return 1;
+        }
+    };
+    if !out.status.success() {
+        return driver::exit_code(out.status);
+    }
+    let mut list = String::new();
+    for (i, name) in String::from_utf8_lossy(&out.stdout).lines().enumerate() {
+        let from = Path::new(name.trim());
+        if name.trim().is_empty() {
+            continue;
+        }
+        let base = from.file_name().map(|b| b.to_string_lossy().into_owned());
+        let to = keep.join(format!("{i:04}-{}", base.unwrap_or_default()));
+        // The plugin removes its temporaries after the link: keep our own name for each.
+        let kept = std::fs::hard_link(from, &to).or_else(|_| std::fs::copy(from, &to).map(|_| ()));
+        if let Err(e) = kept {
+            eprintln!("lto-wrapper (bootprof-link): {}: {e}", from.display());
+            return 1;
+        }
+        list.push_str(&format!("{}\n", to.display()));
+    }
+    let listed = keep.join(KEPT_LIST);
+    if let Err(e) = std::fs::write(&listed, list) {
+        eprintln!("lto-wrapper (bootprof-link): {}: {e}", listed.display());
+        return 1;
+    }
+    use std::io::Write;
+    let mut stdout = std::io::stdout();
+    if stdout
+        .write_all(&out.stdout)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return 1;
+    }
+    0
+}
+
+/// The objects the `lto-wrapper` stand-in kept in `cg`, in link order (none when it did not run:
+/// no IR object was taken into the link).
+fn kept_by_stand_in(cg: &Path) -> Result<Vec<PathBuf>> {
+    let listed = cg.join(KEPT_LIST);
+    match std::fs::read_to_string(&listed) {
+        Ok(text) => Ok(text.lines().map(PathBuf::from).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(Error::io(listed, e)),
+    }
+}
+
+/// The objects LLVM's code generation wrote in `cg`: `lto.o`, `lto.o1`, `lto.o2`, ... in order.
+fn llvm_objects(cg: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(cg).map_err(|e| Error::io(cg, e))? {
+        let entry = entry.map_err(|e| Error::io(cg, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let number = match name.strip_prefix("lto.o") {
+            Some("") => Some(0),
+            Some(n) => n.parse::<u64>().ok(),
+            None => None,
+        };
+        if let Some(n) = number {
+            found.push((n, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
 }

@@ -23,6 +23,15 @@ options (before DRIVER; also from $BOOTPROF_LINK_FLAGS):
 ";
 
 fn main() {
+    // gcc's driver runs us as its `lto-wrapper` during an LTO link we started.
+    let mut args = std::env::args_os();
+    let called = args.next().unwrap_or_default();
+    if std::path::Path::new(&called).file_name()
+        == Some(std::ffi::OsStr::new(bootprof_link::lto::GCC_WRAPPER))
+    {
+        let rest: Vec<_> = args.collect();
+        std::process::exit(bootprof_link::lto::stand_in_for_lto_wrapper(&rest));
+    }
     let argv: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())

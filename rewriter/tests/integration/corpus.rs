@@ -139,6 +139,7 @@ const NOT_CASES: &[&str] = &[
     "bad-input-base",
     "cmake-project",
     "lto",
+    "rust-lto",
     "rust-probes",
 ];
 

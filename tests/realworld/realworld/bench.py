@@ -62,7 +62,8 @@ def interleave(variants, one_run, rounds):
 
 
 def link_times(prog, dirs, rounds, logf):
-    """The program's final link, plain (gcc) vs bootprof-link, interleaved."""
+    """The program's final link, plain (gcc) vs bootprof-link, interleaved; for sqlite3's LTO
+    build also its LTO link, plain (gcc, the same objects) vs bootprof-link."""
     def relink(variant):
         d = dirs[variant]
         cc, env = cc_env(variant)
@@ -78,8 +79,29 @@ def link_times(prog, dirs, rounds, logf):
         t0 = time.perf_counter()
         run(cmd, cwd=cwd, env=env, log_to=logf)
         return time.perf_counter() - t0, 0.0
-    res = interleave(["plain", "fentry"], relink, rounds)
-    return {v: round(r["wall"] * 1000, 1) for v, r in res.items()}
+    out = {}
+    if "plain" in dirs and "fentry" in dirs:
+        res = interleave(["plain", "fentry"], relink, rounds)
+        out.update({v: round(r["wall"] * 1000, 1) for v, r in res.items()})
+    if prog == "sqlite3" and "fentry-lto" in dirs:
+        d = dirs["fentry-lto"]
+
+        def lto_link(which):
+            cmd = sqlite_link_cmd("fentry-lto")
+            if which == "plain-lto":
+                # The same LTO link without bootprof (glibc's hooks), to another file.
+                cmd = ["gcc"] + cmd[1:cmd.index("-o") + 1] + ["sqlite3.plain-lto"] \
+                    + cmd[cmd.index("-o") + 2:]
+            else:
+                executable(prog, d).unlink()
+            t0 = time.perf_counter()
+            run(cmd, cwd=d, env=dict(cc_env("fentry-lto")[1], BOOTPROF_LINK_FLAGS=""),
+                log_to=logf)
+            return time.perf_counter() - t0, 0.0
+        res = interleave(["plain-lto", "fentry-lto"], lto_link, rounds)
+        out.update({v: round(r["wall"] * 1000, 1) for v, r in res.items()})
+        out["lto-ratio"] = round(res["fentry-lto"]["ratio"], 2)
+    return out
 
 
 def runtimes(session, prog, dirs):

@@ -233,7 +233,7 @@ def shell_compare(session, dirs):
     def trap_small(v):
         # Trap mode pays a SIGTRAP (~2 us) per hit: function hooks hit tens of millions of
         # times on the big script, the named probes about a hundred thousand.
-        return v in ("fentry", "instrument")
+        return v in ("fentry", "fentry-lto", "instrument")
 
     res = {}
     for v, d in dirs.items():

@@ -30,6 +30,10 @@ VARIANTS = {
         flags=["-pg", "-mfentry"], bootprof=False, what="-pg -mfentry, glibc's __fentry__ and gmon.out"
     ),
     "fentry": dict(flags=["-pg", "-mfentry"], bootprof=True, what="-pg -mfentry, bootprof-link"),
+    "fentry-lto": dict(
+        flags=["-flto=auto", "-pg", "-mfentry"], bootprof=True,
+        what="-flto=auto -pg -mfentry, bootprof-link (sites from LTO's code generation)"
+    ),
     "instrument": dict(
         flags=["-finstrument-functions"], bootprof=True, what="-finstrument-functions, bootprof-link"
     ),
@@ -97,6 +101,13 @@ class Session:
     def variants(self, prog):
         if prog == "sqlite3":
             if self.bench:
-                return TIMED
-            return ["plain", "fentry"] if self.ci else list(VARIANTS)
-        return TIMED if self.bench else [v for v in VARIANTS if v != "probes"]
+                chosen = TIMED
+            else:
+                chosen = ["plain", "fentry"] if self.ci else list(VARIANTS)
+        else:
+            chosen = TIMED if self.bench else [v for v in VARIANTS if v != "probes"]
+        wanted = getattr(self.args, "variants", None)
+        if wanted:
+            # The plain build is what every other one is compared with.
+            chosen = [v for v in chosen if v == "plain" or v in wanted.split(",")]
+        return chosen

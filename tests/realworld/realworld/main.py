@@ -3,7 +3,7 @@ with glibc's -pg, and through bootprof-link (-pg -mfentry, -finstrument-function
 with named probes from bootprof.h), then judged by their own tests with every probe disabled and
 with every site enabled in trap mode and in call mode.
 
-usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--rounds N]
+usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--variants V,...] [--rounds N]
                            [--fetch-only] [--no-build] [--update-benchmarks] [--docs]
 
   --ci                 the subset CI runs: bzip2 and lz4 end to end (every variant and mode), the
@@ -15,6 +15,8 @@ usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--rounds
                        interleaved rounds (default 9), and count its instructions under
                        callgrind; no tests
   --only P,...         these programs only
+  --variants V,...     these builds only (and the plain one): plain, gprof, gprof-fentry, fentry,
+                       fentry-lto, instrument, probes
   --rounds N           interleaved timing rounds (default 5; --ci: 1; --bench: 9)
   --fetch-only         fetch and unpack the sources, then stop (tests/setup calls this)
   --no-build           use the binaries as they are (no cargo build first; also when
@@ -102,6 +104,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ci", action="store_true")
     ap.add_argument("--only", default=",".join(PROGRAMS))
+    ap.add_argument("--variants", default="")
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--fetch-only", action="store_true")
     ap.add_argument("--update-benchmarks", action="store_true")

@@ -29,8 +29,12 @@ def report(results, ci):
         link = r.get("link_ms", {})
         for v, s in r.get("sites", {}).items():
             sites = ", ".join(f"{b}: {x['sites']}" for b, x in s["binaries"].items())
-            lk = (f"{fmt_ms(link['plain'])} → {fmt_ms(link['fentry'])}"
-                  if v == "fentry" and link else "")
+            lk = ""
+            if v == "fentry" and "fentry" in link:
+                lk = f"{fmt_ms(link['plain'])} → {fmt_ms(link['fentry'])}"
+            elif v == "fentry-lto" and "fentry-lto" in link:
+                lk = (f"{fmt_ms(link['plain-lto'])} (plain LTO) → {fmt_ms(link['fentry-lto'])} "
+                      f"({link['lto-ratio']}x)")
             L.append(f"| {prog} | {v} | {sites} | {len(s['refused'])} | {lk} |")
     L = ["| program | tests | build | disabled | trap (all sites) | call (all sites) |",
          "|---|---|---|---|---|---|"]
