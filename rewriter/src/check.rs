@@ -248,4 +248,42 @@ mod tests {
             None
         );
     }
+
+    /// A program linked plainly with `-pg -mfentry` imports glibc's `__fentry__`: the check of
+    /// the output refuses it; the same program without hooks passes.
+    #[test]
+    fn an_imported_hook_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("p.c");
+        std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+        let link = |name: &str, flags: &[&str]| {
+            let out = dir.path().join(name);
+            let ok = std::process::Command::new("cc")
+                .args(flags)
+                .arg(&src)
+                .arg("-o")
+                .arg(&out)
+                .status()
+                .is_ok_and(|s| s.success());
+            ok.then_some(out)
+        };
+        let (Some(hooked), Some(plain)) =
+            (link("hooked", &["-pg", "-mfentry"]), link("plain", &[]))
+        else {
+            eprintln!("skipped: cc cannot link");
+            return;
+        };
+        let err = check_output(&hooked, Path::new("app"))
+            .unwrap_err()
+            .to_string();
+        // glibc's gmon start-up (gcrt1.o) and its __fentry__ are all imports.
+        assert!(
+            ["__fentry__", "__monstartup", "_mcleanup"]
+                .iter()
+                .any(|s| err.contains(&format!("imports `{s}`"))),
+            "{err}"
+        );
+        assert!(err.starts_with("app: "), "{err}");
+        check_output(&plain, Path::new("app")).unwrap();
+    }
 }

@@ -513,3 +513,41 @@ fn verbose_flag_alone_passes_through() {
     assert_eq!(ours.code, theirs.code);
     assert_eq!(ours.stderr, theirs.stderr);
 }
+
+/// `-pg` on the link line: bootprof's hooks replace glibc's, so its profiling start-up (gcrt1.o,
+/// gmon) never comes in: the program has no `__monstartup` and writes no gmon.out.
+#[test]
+fn pg_on_the_link_line_brings_no_gmon() {
+    require!("cc", "nm");
+    let t = TempDir::new("no-gmon");
+    let src = t.join("hooked.c");
+    write(
+        &src,
+        "#include <stdio.h>\n\
+         __attribute__((noinline)) static int f(int x) { return x + 1; }\n\
+         int main(void) { printf(\"%d\\n\", f(41)); return 0; }\n",
+    );
+    for hooks in [&["-pg"][..], &["-pg", "-mfentry"]] {
+        let object = compile_c(&src, &t.join("hooked.o"), &[&["-O2"][..], hooks].concat());
+        let app = t.join("app");
+        run(cmd(link_bin(), ["cc"])
+            .args(hooks)
+            .arg(&object)
+            .arg("-o")
+            .arg(&app))
+        .ok();
+        let symbols = crate::util::nm(&app);
+        assert!(
+            !symbols
+                .iter()
+                .any(|(_, n)| n.contains("monstartup") || n.contains("mcleanup")),
+            "{hooks:?}: gmon's start-up is in the program: {symbols:?}"
+        );
+        let ran = run(cmd(&app, [""; 0]).current_dir(t.path())).ok();
+        assert_eq!(ran.stdout, "42\n");
+        assert!(
+            !t.join("gmon.out").exists(),
+            "{hooks:?}: the program wrote gmon.out"
+        );
+    }
+}

@@ -50,6 +50,13 @@ def make_cflags(prog, variant):
     return " ".join(own + VARIANTS[variant]["flags"])
 
 
+def make_ldflags(variant):
+    """LDFLAGS for a variant: its flags when it builds with LTO, whose code generation runs at
+    link time and reads -pg there (as Debian's LDFLAGS carry -flto=auto), else none."""
+    flags = VARIANTS[variant]["flags"]
+    return " ".join(flags) if any(f.startswith("-flto") for f in flags) else ""
+
+
 def build_bzip2(variant, logf):
     d = WORK / "build" / f"bzip2-{variant}"
     stamp = stamp_of("bzip2", variant)
@@ -57,7 +64,8 @@ def build_bzip2(variant, logf):
         return d
     cc, env = cc_env(variant)
     cflags = make_cflags("bzip2", variant)
-    run(["make", "-j2", "bzip2", f"CC={cc}", f"CFLAGS={cflags}"], cwd=d, env=env, log_to=logf)
+    run(["make", "-j2", "bzip2", f"CC={cc}", f"CFLAGS={cflags}",
+         f"LDFLAGS={make_ldflags(variant)}"], cwd=d, env=env, log_to=logf)
     (d / ".bootprof-stamp").write_text(stamp)
     return d
 
