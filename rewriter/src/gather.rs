@@ -202,6 +202,19 @@ fn generate_code(
         )
         .min()
         .unwrap_or(g.args.len());
+    if generated.gcc && !line.args.iter().any(|a| a == "-pg" || a == "-p") {
+        if let Some((j, _)) = found.objects.iter().find(|(j, ir)| {
+            *ir == Some(lto::Ir::Gcc)
+                && crate::elf::map(&j.path).is_ok_and(|d| lto::gcc_compiled_with_pg(&d))
+        }) {
+            g.notes.push(format!(
+                "note: {} was compiled with -pg, but the link line has no -pg: gcc's LTO code \
+                 generation makes no hooks then (nor would it without bootprof-link); add -pg to \
+                 the link",
+                j.path.display()
+            ));
+        }
+    }
     let mut objects = Vec::new();
     for (input, ir) in found.objects {
         if generated.has(ir) {

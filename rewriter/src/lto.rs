@@ -90,6 +90,28 @@ pub fn object_ir(data: &[u8]) -> Option<Ir> {
         .then_some(Ir::Gcc)
 }
 
+/// Whether gcc compiled the IR object `data` with `-pg` (its `.gnu.lto_.opts` section records
+/// the compile options; `-pg` as `'-p'`). gcc's LTO code generation makes hooks only when `-pg`
+/// is on the link line as well.
+pub fn gcc_compiled_with_pg(data: &[u8]) -> bool {
+    use object::read::elf::{FileHeader, SectionHeader};
+    let Ok(header) = crate::elf::FileHeader64::parse(data) else {
+        return false;
+    };
+    let Ok(sections) = header.sections(crate::elf::LE, data) else {
+        return false;
+    };
+    sections.iter().any(|s| {
+        sections
+            .section_name(crate::elf::LE, s)
+            .is_ok_and(|n| n == b".gnu.lto_.opts")
+            && s.data(crate::elf::LE, data).is_ok_and(|opts| {
+                opts.split(|&b| b == b' ' || b == 0)
+                    .any(|o| o == b"'-p'" || o == b"'-pg'")
+            })
+    })
+}
+
 /// The IR kinds of the members of the archive `data` (none when it cannot be read: rewriting
 /// the archive then says what is wrong with it).
 pub fn archive_ir(data: &[u8], path: &Path) -> IrKinds {

@@ -426,3 +426,44 @@ fn a_hook_that_would_survive_fails_the_link() {
         assert_eq!(read(&app), old, "{ld}: the earlier output was touched");
     }
 }
+
+/// gcc's LTO code generation makes hooks only when `-pg` is on the link line too: an LTO link
+/// of `-pg` objects without it has no hooks (as without bootprof-link), and bootprof-link says
+/// why.
+#[test]
+fn pg_missing_from_a_gcc_lto_link_is_noted() {
+    require!("gcc");
+    let t = TempDir::new("lto-no-pg");
+    let b = Build {
+        cc: "gcc",
+        lto: &["-flto"],
+        ld: "bfd",
+        pie: true,
+        hooks: &["-pg", "-mfentry"],
+        ar: "ar",
+    };
+    let object = compile(&b, t.path(), "work.c", b.lto);
+    let driver = t.join("driver.c");
+    write(
+        &driver,
+        "int work(int);\nint main(void) { return work(1) == 3 ? 0 : 1; }\n",
+    );
+    let app = t.join("app");
+    let o = run(cmd(link_bin(), ["gcc", "-O2", "-flto"])
+        .arg(&object)
+        .arg(&driver)
+        .arg("-o")
+        .arg(&app))
+    .ok();
+    assert!(
+        o.stderr
+            .contains("work.c.o was compiled with -pg, but the link line has no -pg"),
+        "{o}"
+    );
+    let (listing, _) = list(&app);
+    assert!(
+        listing.sites.iter().all(|s| s.provider.is_some()),
+        "{}",
+        listing.out
+    );
+}
