@@ -69,31 +69,9 @@ impl IrKinds {
     }
 }
 
-/// Whose IR the object `data` holds, if any: LLVM bitcode by its magic, gcc's by its
-/// `.gnu.lto_*` sections (read from the section headers only).
-pub fn object_ir(data: &[u8]) -> Option<Ir> {
-    use object::read::elf::FileHeader;
-    match classify(data) {
-        FileKind::Bitcode => return Some(Ir::Llvm),
-        FileKind::Object => {}
-        _ => return None,
-    }
-    let header = crate::elf::FileHeader64::parse(data).ok()?;
-    let sections = header.sections(crate::elf::LE, data).ok()?;
-    sections
-        .iter()
-        .any(|s| {
-            sections
-                .section_name(crate::elf::LE, s)
-                .is_ok_and(|n| n.starts_with(b".gnu.lto_"))
-        })
-        .then_some(Ir::Gcc)
-}
-
-/// Whether gcc compiled the IR object `data` with `-pg` (its `.gnu.lto_.opts` section records
-/// the compile options; `-pg` as `'-p'`). gcc's LTO code generation makes hooks only when `-pg`
-/// is on the link line as well.
-pub fn gcc_compiled_with_pg(data: &[u8]) -> bool {
+/// Whether a section of the ELF object `data` has a name and contents for which `f` holds
+/// (reading the section headers, and the contents only of sections `f` asks about).
+fn any_section<'d>(data: &'d [u8], f: impl Fn(&[u8], &dyn Fn() -> &'d [u8]) -> bool) -> bool {
     use object::read::elf::{FileHeader, SectionHeader};
     let Ok(header) = crate::elf::FileHeader64::parse(data) else {
         return false;
@@ -102,13 +80,34 @@ pub fn gcc_compiled_with_pg(data: &[u8]) -> bool {
         return false;
     };
     sections.iter().any(|s| {
+        let contents = || s.data(crate::elf::LE, data).unwrap_or_default();
         sections
             .section_name(crate::elf::LE, s)
-            .is_ok_and(|n| n == b".gnu.lto_.opts")
-            && s.data(crate::elf::LE, data).is_ok_and(|opts| {
-                opts.split(|&b| b == b' ' || b == 0)
-                    .any(|o| o == b"'-p'" || o == b"'-pg'")
-            })
+            .is_ok_and(|name| f(name, &contents))
+    })
+}
+
+/// Whose IR the object `data` holds, if any: LLVM bitcode by its magic, gcc's by its
+/// `.gnu.lto_*` sections.
+pub fn object_ir(data: &[u8]) -> Option<Ir> {
+    match classify(data) {
+        FileKind::Bitcode => Some(Ir::Llvm),
+        FileKind::Object => {
+            any_section(data, |name, _| name.starts_with(b".gnu.lto_")).then_some(Ir::Gcc)
+        }
+        _ => None,
+    }
+}
+
+/// Whether gcc compiled the IR object `data` with `-pg` (its `.gnu.lto_.opts` section records
+/// the compile options; `-pg` as `'-p'`). gcc's LTO code generation makes hooks only when `-pg`
+/// is on the link line as well.
+pub fn gcc_compiled_with_pg(data: &[u8]) -> bool {
+    any_section(data, |name, contents| {
+        name == b".gnu.lto_.opts"
+            && contents()
+                .split(|&b| b == b' ' || b == 0)
+                .any(|o| o == b"'-p'" || o == b"'-pg'")
     })
 }
 
