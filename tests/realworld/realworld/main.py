@@ -17,7 +17,7 @@ usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--varian
   --only P,...         these programs only
   --variants V,...     these builds only (and the plain one): plain, gprof, gprof-fentry, fentry,
                        fentry-lto, instrument, probes
-  --rounds N           interleaved timing rounds (default 5; --ci: 1; --bench: 9)
+  --rounds N           interleaved timing rounds (default 5, links 3; --ci: 1; --bench: 9)
   --fetch-only         fetch and unpack the sources, then stop (tests/setup calls this)
   --no-build           use the binaries as they are (no cargo build first; also when
                        BOOTPROF_NO_BUILD is set)
@@ -78,8 +78,8 @@ def check_program(session, prog, dirs):
         r["shell"] = shell_compare(session, dirs)
         if not session.ci:
             r["testfixture"] = testfixture(session, dirs)
-    r["link_ms"] = link_times(prog, dirs, 3 if not session.ci else 1,
-                              session.logf(f"link-{prog}"))
+    link_rounds = session.args.rounds or (1 if session.ci else 3)
+    r["link_ms"] = link_times(prog, dirs, link_rounds, session.logf(f"link-{prog}"))
     r["runtime"] = runtimes(session, prog, dirs)
     if not session.ci:
         r["callgrind"] = callgrind(session, prog, dirs)
