@@ -343,20 +343,46 @@ fn cxx_program_with_lto() {
             continue;
         }
         let dir = crate::util::mkdir(t.join(format!("{cxx}-{ld}")));
+        let flags = ["-O2", "-flto", "-pg", "-mfentry"];
+        let object = dir.join("cxx.o");
+        run(cmd(cxx, flags)
+            .arg(include_flag())
+            .arg("-c")
+            .arg(source_dir("lto").join("cxx.cc"))
+            .arg("-o")
+            .arg(&object))
+        .ok();
+        // The same LTO link without bootprof, its one probe defined by a plain function.
+        let probes = dir.join("probes.c");
+        write(&probes, "void __dtrace_sdt_cxx__add(void) {}\n");
+        let probes_o = dir.join("probes.o");
+        run(cmd("cc", ["-c", "-O2"])
+            .arg(&probes)
+            .arg("-o")
+            .arg(&probes_o))
+        .ok();
+        let reference = dir.join("reference");
+        run(cmd(cxx, flags)
+            .arg(format!("-fuse-ld={ld}"))
+            .arg(&object)
+            .arg(&probes_o)
+            .arg("-o")
+            .arg(&reference))
+        .ok();
+        let expected = calls_to_probes(&reference, &defined_functions(&reference)).len()
+            + guard_records(&reference);
         let app = dir.join("app");
-        let o = run(cmd(
-            link_bin(),
-            ["--stats", cxx, "-O2", "-flto", "-pg", "-mfentry"],
-        )
-        .arg(include_flag())
-        .arg(format!("-fuse-ld={ld}"))
-        .arg(source_dir("lto").join("cxx.cc"))
-        .arg("-o")
-        .arg(&app));
+        let o = run(cmd(link_bin(), ["--stats", cxx])
+            .args(flags)
+            .arg(format!("-fuse-ld={ld}"))
+            .arg(&object)
+            .arg("-o")
+            .arg(&app));
         o.no_panic();
         o.ok();
         let (listing, out) = list(&app);
         assert_eq!(out.code, Some(0), "{cxx} {ld}: {out}");
+        assert_eq!(listing.sites.len(), expected, "{cxx} {ld}: {}", listing.out);
         assert!(
             listing.sites.iter().any(|s| s.kind == "fentry"),
             "{}",
