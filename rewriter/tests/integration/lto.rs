@@ -22,7 +22,8 @@ struct Build<'a> {
     lto: &'a [&'a str],
     /// `bfd` or `lld`.
     ld: &'a str,
-    pie: bool,
+    /// How the program is linked: `-pie`, `-no-pie` (objects `-fno-pie`) or `-static`.
+    link: &'a str,
     /// Hook flags (compile, and link for gcc, whose LTO code generation reads `-pg` there).
     hooks: &'a [&'a str],
     /// The archiver.
@@ -36,7 +37,7 @@ impl Build<'_> {
             self.cc,
             self.lto.join(" "),
             self.ld,
-            if self.pie { "pie" } else { "no-pie" },
+            self.link.trim_start_matches('-'),
             if self.hooks.is_empty() {
                 "probes".into()
             } else {
@@ -49,7 +50,7 @@ impl Build<'_> {
     /// The flags of the link line, before the inputs.
     fn link_flags(&self) -> Vec<String> {
         let mut f = vec![format!("-fuse-ld={}", self.ld), "-O2".into()];
-        f.push(if self.pie { "-pie" } else { "-no-pie" }.into());
+        f.push(self.link.into());
         f.extend(self.hooks.iter().map(|s| s.to_string()));
         f.extend(self.lto.iter().map(|s| s.to_string()));
         f
@@ -64,7 +65,7 @@ fn include_flag() -> String {
 fn compile(b: &Build, dir: &Path, src: &str, flags: &[&str]) -> PathBuf {
     let out = dir.join(format!("{src}.o"));
     let mut c = cmd(b.cc, ["-c", "-O2", &include_flag()]);
-    if !b.pie {
+    if b.link == "-no-pie" {
         c.arg("-fno-pie");
     }
     c.args(b.hooks).args(flags).arg(source_dir("lto").join(src));
@@ -112,7 +113,7 @@ fn check_build(t: &TempDir, b: &Build) -> String {
     let reference = dir.join("reference");
     let probes = dir.join("probes.o");
     let mut c = cmd(b.cc, ["-c", "-O2"]);
-    if !b.pie {
+    if b.link == "-no-pie" {
         c.arg("-fno-pie");
     }
     run(c
@@ -214,17 +215,38 @@ fn gcc_every_lto_form_with_gnu_ld() {
         &["-flto", "-ffat-lto-objects"],
     ] {
         for hooks in HOOKS {
-            for pie in [true, false] {
-                let ar = if pie { "gcc-ar" } else { "ar" };
+            for (link, ar) in [("-pie", "gcc-ar"), ("-no-pie", "ar")] {
                 builds.push(Build {
                     cc: "gcc",
                     lto,
                     ld: "bfd",
-                    pie,
+                    link,
                     hooks,
                     ar,
                 });
             }
+        }
+    }
+    check_all(&t, &builds);
+}
+
+/// Static links, both compilers' LTO: the C library's own code is not rewritten, and must not be
+/// taken for a hook that survived.
+#[test]
+fn static_lto_links() {
+    require!("static", "readelf", "objdump");
+    let t = TempDir::new("lto-static");
+    let mut builds = Vec::new();
+    for (cc, ld, ar) in [("gcc", "bfd", "gcc-ar"), ("clang", "lld", "llvm-ar")] {
+        for hooks in [&["-pg", "-mfentry"][..], &["-finstrument-functions"]] {
+            builds.push(Build {
+                cc,
+                lto: &["-flto"],
+                ld,
+                link: "-static",
+                hooks,
+                ar,
+            });
         }
     }
     check_all(&t, &builds);
@@ -241,7 +263,7 @@ fn gcc_fat_lto_objects_with_lld() {
             cc: "gcc",
             lto: &["-flto", "-ffat-lto-objects"],
             ld: "lld",
-            pie: true,
+            link: "-pie",
             hooks,
             ar: "ar",
         })
@@ -257,12 +279,12 @@ fn clang_full_and_thin_lto_with_both_linkers() {
     for lto in [&["-flto"][..], &["-flto=thin"]] {
         for ld in ["lld", "bfd"] {
             for hooks in HOOKS {
-                for pie in [true, false] {
+                for link in ["-pie", "-no-pie"] {
                     builds.push(Build {
                         cc: "clang",
                         lto,
                         ld,
-                        pie,
+                        link,
                         hooks,
                         ar: if ld == "lld" { "llvm-ar" } else { "ar" },
                     });
@@ -287,7 +309,7 @@ fn lto_code_generation_runs_once() {
         cc: "gcc",
         lto: &["-flto=auto"],
         ld: "bfd",
-        pie: true,
+        link: "-pie",
         hooks: &["-pg", "-mfentry"],
         ar: "ar",
     };
@@ -415,7 +437,7 @@ fn a_hook_that_would_survive_fails_the_link() {
         cc: "cc",
         lto: &[],
         ld: "bfd",
-        pie: true,
+        link: "-pie",
         hooks: &["-pg", "-mfentry"],
         ar: "ar",
     };
@@ -468,7 +490,7 @@ fn pg_missing_from_a_gcc_lto_link_is_noted() {
         cc: "gcc",
         lto: &["-flto"],
         ld: "bfd",
-        pie: true,
+        link: "-pie",
         hooks: &["-pg", "-mfentry"],
         ar: "ar",
     };
