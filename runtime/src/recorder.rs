@@ -355,10 +355,10 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
         records: records.len() as u64,
         dropped: DROPPED.load(Ordering::Relaxed),
     };
-    let tmp = path.with_extension(format!("tmp.{}", header.pid));
+    let (file, tmp) = create_temporary(path)?;
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         fmt::write_trace(header, &sites, &threads, &strings, &records, |b| {
             out.write_all(b)
         })?;
@@ -374,6 +374,28 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
         std::mem::forget(records);
     }
     Ok(header.records)
+}
+
+/// Creates the file a dump to `path` is written into before it is renamed over `path`: beside
+/// it, under a name nobody can guess (`mkostemp`: `PATH.XXXXXX`), exclusively (never a file that
+/// is already there, never through a symlink planted under that name, as in a directory others
+/// can write to), readable and writable by its user only.
+fn create_temporary(
+    path: &std::path::Path,
+) -> std::io::Result<(std::fs::File, std::path::PathBuf)> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::os::unix::io::FromRawFd;
+    let mut template = path.as_os_str().as_bytes().to_vec();
+    template.extend_from_slice(b".XXXXXX\0");
+    // SAFETY: `template` is a writable NUL-terminated buffer ending in XXXXXX, as mkostemp needs.
+    let fd = unsafe { libc::mkostemp(template.as_mut_ptr().cast(), libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    template.pop();
+    // SAFETY: mkostemp returned a new descriptor that nothing else owns.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    Ok((file, std::ffi::OsString::from_vec(template).into()))
 }
 
 /// Reads the recorder's environment at the first registration: `BOOTPROF_OUTPUT` (or
@@ -422,9 +444,13 @@ pub(crate) fn init_from_environment() {
                 };
                 use std::io::Write;
                 let line = stats_line();
+                use std::os::unix::fs::OpenOptionsExt;
+                // Never through a symlink; a new file is its user's only.
                 let written = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(&path)
                     // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
                     .and_then(|mut f| f.write_all(line.as_bytes()));

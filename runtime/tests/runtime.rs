@@ -633,6 +633,61 @@ fn full_buffer_keeps_the_start_and_counts_the_drops() {
     );
 }
 
+/// The files the runtime creates: a trace dumped into a directory where symlinks were planted
+/// under the old temporary name, the trace's name and the stats file's name writes through none
+/// of them (the victim keeps its bytes), replaces the planted trace symlink with a file of its
+/// own, readable by its user only, and leaves no temporary behind.
+#[test]
+fn dump_and_stats_never_write_through_a_planted_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = Work::new("planted");
+    let exe = w.build("planted", &["planted.c"], &[], &[]);
+    let dir = w.path("shared");
+    std::fs::create_dir(&dir).unwrap();
+    let trace_path = dir.join("boot.trace");
+    let stats = dir.join("stats");
+    let victim = w.path("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    let o = run(
+        &exe,
+        &[
+            trace_path.to_str().unwrap(),
+            victim.to_str().unwrap(),
+            stats.to_str().unwrap(),
+        ],
+        &[
+            ("BOOTPROF_ENABLE", "planted:*"),
+            ("BOOTPROF_OUTPUT", trace_path.to_str().unwrap()),
+            ("BOOTPROF_STATS", stats.to_str().unwrap()),
+        ],
+    );
+    let out = ok(&o);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n", "{out}");
+    let meta = std::fs::symlink_metadata(&trace_path).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(read_trace(&trace_path).header.records, 100);
+    // The stats file is the planted symlink still: it was not written through.
+    assert!(std::fs::symlink_metadata(&stats)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot append to"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let old_tmp = out.trim().rsplit('/').next().unwrap().to_string();
+    let mut expected = vec!["boot.trace".to_string(), old_tmp, "stats".into()];
+    expected.sort();
+    assert_eq!(left, expected);
+}
+
 #[test]
 fn dump_on_a_signal_while_running() {
     let w = Work::new("sigdump");

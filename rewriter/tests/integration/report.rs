@@ -746,6 +746,10 @@ fn output_file_is_written_whole() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 2, "a temporary file was left: {names:?}");
+    // Readable by its user only, as every file bootprof creates.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&svg).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
 
 #[test]

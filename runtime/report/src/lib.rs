@@ -128,7 +128,8 @@ pub fn report(
         }
         Some(path) => {
             // A temporary file in the same directory, renamed over `path` when complete: a
-            // reader never sees half a report, and a failed report leaves the old one.
+            // reader never sees half a report, and a failed report leaves the old one. Created
+            // exclusively (never through a symlink), readable by its user only.
             let dir = match path.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
                 _ => Path::new("."),
@@ -145,7 +146,7 @@ pub fn report(
                         std::fs::OpenOptions::new()
                             .write(true)
                             .create_new(true)
-                            .mode(0o666)
+                            .mode(0o600)
                             .open(tmp)
                     })?;
                 let mut out = std::io::BufWriter::with_capacity(1 << 16, tmp);
