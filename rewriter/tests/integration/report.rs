@@ -8,9 +8,7 @@
 //! how `docs/flamechart.png` is made; see `docs/README.md`).
 
 use crate::util::{cmd, run, Out, TempDir, BOOTPROF};
-use bootprof_format::trace::{
-    Record, RecordKind, SiteEntry, TraceHeader, NONE, RECORD_SIZE, SITE_SIZE,
-};
+use bootprof_format::trace::{Record, RecordKind, SiteEntry, TraceHeader, NONE, RECORD_SIZE};
 use bootprof_format::Kind;
 use serde_json::{Number, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -756,21 +754,10 @@ fn output_file_is_written_whole() {
 fn damaged_traces_fail_with_file_and_offset() {
     let dir = TempDir::new("report-damaged");
     let good = small_boot().bytes();
-    let sites = small_boot().sites.len();
     let records_at = good.len() - small_boot().records.len() * RECORD_SIZE;
     let mut cases: Vec<(&str, Vec<u8>, String)> = vec![
         ("empty", Vec::new(), "offset 0x0".into()),
         ("short-header", good[..40].to_vec(), "offset 0x28".into()),
-        (
-            "cut-record",
-            good[..good.len() - 5].to_vec(),
-            format!("offset {:#x}", good.len() - 5),
-        ),
-        (
-            "cut-sites",
-            good[..64 + SITE_SIZE * sites / 2].to_vec(),
-            "section `sites`".into(),
-        ),
     ];
     let mut bad_magic = good.clone();
     bad_magic[..8].copy_from_slice(b"NOTTRACE");
@@ -808,6 +795,69 @@ fn damaged_traces_fail_with_file_and_offset() {
     let out = run(cmd(BOOTPROF, ["report"]).arg(dir.join("missing.trace")));
     assert_eq!(out.code, Some(1), "{out}");
     assert!(out.stderr.contains("missing.trace"), "{out}");
+}
+
+/// A trace cut short at every eighth of its length (a full disk, a writer killed while dumping)
+/// is reported up to the cut: exit 0, a warning naming the file and how many records are
+/// missing, and in the text report exactly the records before the cut.
+#[test]
+fn cut_traces_are_reported_up_to_the_cut() {
+    let dir = TempDir::new("report-cut");
+    let b = realistic_boot();
+    let good = b.bytes();
+    let records_at = good.len() - b.records.len() * RECORD_SIZE;
+    let whole = dir.join("whole.trace");
+    crate::util::write(&whole, &good);
+    let full = run(cmd(BOOTPROF, ["report", "--format", "text"]).arg(&whole)).ok();
+    let events = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect()
+    };
+    let all = events(&full.stdout);
+    assert!(full.stderr.is_empty(), "{full}");
+    for eighth in 1..8 {
+        let n = good.len() * eighth / 8;
+        let path = dir.join(format!("cut-{eighth}.trace"));
+        crate::util::write(&path, &good[..n]);
+        let kept = n.saturating_sub(records_at) / RECORD_SIZE;
+        let missing = b.records.len() - kept;
+        for format in [
+            "text",
+            "summary",
+            "folded",
+            "chrome",
+            "flamechart",
+            "points",
+        ] {
+            let out = run(cmd(BOOTPROF, ["report", "--format", format]).arg(&path));
+            out.no_panic();
+            let out = out.ok();
+            assert!(
+                out.stderr.starts_with("bootprof: warning: ")
+                    && out.stderr.contains(&path.display().to_string())
+                    && out
+                        .stderr
+                        .contains(&format!("{missing} records are missing")),
+                "cut at {n} ({eighth}/8), {format}: {out}"
+            );
+        }
+        let text = run(cmd(BOOTPROF, ["report", "--format", "text"]).arg(&path)).ok();
+        assert!(
+            text.stdout.contains("# the trace file was cut short"),
+            "{text}"
+        );
+        // Each record is one line of the text report, in order: the kept ones are the first.
+        let lines = events(&text.stdout);
+        assert_eq!(lines.len(), kept, "cut at {n}: {text}");
+        let names = |ls: &[String]| -> Vec<String> {
+            ls.iter()
+                .map(|l| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" "))
+                .collect()
+        };
+        assert_eq!(names(&lines), names(&all[..kept]), "cut at {n}");
+    }
 }
 
 /// A boot-like trace with a few hundred frames on three threads, for the screenshot.

@@ -31,7 +31,7 @@ pub mod timeline;
 pub mod trace;
 
 pub use error::{Error, Location, Result};
-pub use trace::{parse_trace, read_trace, Trace, TraceSite};
+pub use trace::{parse_trace, read_trace, Trace, TraceSite, Truncation};
 
 use std::io::Write;
 use std::path::Path;
@@ -115,6 +115,12 @@ pub fn report(
     options: &Options,
 ) -> Result<()> {
     let trace = read_trace(input)?;
+    if let Some(cut) = &trace.truncated {
+        eprintln!(
+            "bootprof: warning: {}: {cut}; reporting what it holds",
+            input.display()
+        );
+    }
     match output {
         None => {
             let stdout = std::io::stdout();

@@ -102,6 +102,9 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         m.lanes.len(),
         millis(m.end_ns)
     )?;
+    if let Some(cut) = &m.trace.truncated {
+        writeln!(out, "the trace file was {cut}")?;
+    }
     writeln!(out, "\nthreads")?;
     for l in &m.lanes {
         writeln!(

@@ -40,6 +40,9 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
         h.dropped,
         h.tsc_hz
     )?;
+    if let Some(cut) = &m.trace.truncated {
+        writeln!(out, "# the trace file was {cut}")?;
+    }
     writeln!(out, "#")?;
     writeln!(
         out,

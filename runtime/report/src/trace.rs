@@ -7,6 +7,11 @@
 //! the order of the records. Anything wrong is an [`Error::Malformed`] naming the part of the
 //! file (`header`, `sites`, `threads`, `strings`, `records`) and the offset **from the start of
 //! the file** of the offending field, so `xxd -s OFFSET` shows it.
+//!
+//! A file cut short (a full disk, a writer killed while dumping) is data up to the cut: what is
+//! complete before it is read, names past it show as `?`, and [`Trace::truncated`] says where it
+//! ends and how much is missing. Only a header that cannot be trusted (too short, bad magic or
+//! version, no TSC frequency, counts that overflow) is refused.
 
 use crate::error::{Error, Location, Result};
 use bootprof_format::le::u32_at;
@@ -28,6 +33,35 @@ pub struct Trace {
     pub threads: Vec<(u32, Option<String>)>,
     /// The records, sorted by TSC.
     pub records: Vec<Record>,
+    /// Where the file was cut short, if it was.
+    pub truncated: Option<Truncation>,
+}
+
+/// How a trace file was cut short; everything before the cut was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The part of the file the cut falls in: `sites`, `threads`, `strings` or `records`.
+    pub part: &'static str,
+    /// The file's length.
+    pub len: u64,
+    /// The length its header's counts promise.
+    pub expected_len: u64,
+    /// Records the header promises that could not be read.
+    pub records_missing: u64,
+}
+
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cut short in its {} at byte {:#x} of {:#x}: {} bytes and {} records are missing",
+            self.part,
+            self.len,
+            self.expected_len,
+            self.expected_len - self.len,
+            self.records_missing
+        )
+    }
 }
 
 /// One site of a trace, with its strings resolved (an absent string is empty).
@@ -57,18 +91,19 @@ pub fn read_trace(path: &Path) -> Result<Trace> {
     let io = |e| Error::io(path, e);
     let mut file = std::fs::File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
-    // The header, then everything before the records if the header's layout fits the file.
+    // The header, then everything before the records (as much of it as the file has).
     let mut front = vec![0; len.min(HEADER_SIZE as u64) as usize];
     file.read_exact(&mut front).map_err(io)?;
-    if let Some(records_at) = records_offset(&front, len) {
-        front.resize(records_at, 0);
-        file.read_exact(&mut front[HEADER_SIZE..]).map_err(io)?;
-    }
-    let mut trace = parse_front(&front, len, &file_name)?;
+    let header = parse_header(&front, len, &file_name)?;
+    let layout = parts(&header, len, &file_name)?;
+    front.resize(layout.front_len(len), 0);
+    file.read_exact(&mut front[HEADER_SIZE..]).map_err(io)?;
+    let mut trace = parse_front(&front, header, &layout, len, &file_name)?;
+    let end = layout.records_end(&header, len);
     let mut chunk = vec![0; RECORD_SIZE * 32768];
     let mut at = front.len() as u64;
-    while at < len {
-        let n = chunk.len().min((len - at) as usize);
+    while at < end {
+        let n = chunk.len().min((end - at) as usize);
         file.read_exact(&mut chunk[..n]).map_err(io)?;
         decode_records(&chunk[..n], at, &mut trace, &file_name)?;
         at += n as u64;
@@ -78,20 +113,14 @@ pub fn read_trace(path: &Path) -> Result<Trace> {
 
 /// Checks and decodes a trace held in memory; `file` names it in errors.
 pub fn parse_trace(data: &[u8], file: &str) -> Result<Trace> {
-    let mut trace = parse_front(data, data.len() as u64, file)?;
-    let records_at = data.len() - trace.header.records as usize * RECORD_SIZE;
-    decode_records(&data[records_at..], records_at as u64, &mut trace, file)?;
+    let len = data.len() as u64;
+    let header = parse_header(data, len, file)?;
+    let layout = parts(&header, len, file)?;
+    let front = layout.front_len(len);
+    let mut trace = parse_front(&data[..front], header, &layout, len, file)?;
+    let end = layout.records_end(&header, len) as usize;
+    decode_records(&data[front..end], front as u64, &mut trace, file)?;
     Ok(trace)
-}
-
-/// Where the records start, if `header` is a valid header whose counts fit a file of `len`
-/// bytes exactly.
-fn records_offset(header: &[u8], len: u64) -> Option<usize> {
-    let h = TraceHeader::decode(header).ok()?;
-    let at = part_end(HEADER_SIZE as u64, u64::from(h.sites), SITE_SIZE)?;
-    let at = part_end(at, u64::from(h.threads), THREAD_SIZE)?;
-    let at = at.checked_add(u64::from(h.strings))?;
-    (part_end(at, h.records, RECORD_SIZE)? == len).then_some(at as usize)
 }
 
 fn malformed(file: &str, section: &str, offset: u64, what: String) -> Error {
@@ -106,21 +135,25 @@ fn malformed(file: &str, section: &str, offset: u64, what: String) -> Error {
     }
 }
 
-/// Checks a trace of `len` bytes and decodes everything but the records, from `data`, which
-/// holds at least the bytes before the records (the whole file when it is too short or its
-/// header does not fit it). The trace comes back with no records, room made for them.
-fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
-    let header = parse_header(data, len, file)?;
-    let (threads_at, strings_at, records_at) = parts(&header, len, file)?;
+/// Decodes everything but the records of a trace of `len` bytes laid out as `layout` from
+/// `data`, the bytes before the records (fewer when the file ends before them). The trace comes
+/// back with no records, room made for those the file holds.
+fn parse_front(
+    data: &[u8],
+    header: TraceHeader,
+    layout: &Layout,
+    len: u64,
+    file: &str,
+) -> Result<Trace> {
+    let upto = |at: usize| at.min(data.len());
     let pool = Pool {
-        bytes: &data[strings_at..records_at],
+        bytes: &data[upto(layout.strings_at)..upto(layout.records_at)],
+        cut: layout.records_at > data.len(),
         file,
     };
-    let mut sites = Vec::with_capacity(header.sites as usize);
-    for (i, chunk) in data[HEADER_SIZE..threads_at]
-        .chunks_exact(SITE_SIZE)
-        .enumerate()
-    {
+    let site_bytes = &data[HEADER_SIZE..upto(layout.threads_at)];
+    let mut sites = Vec::with_capacity(site_bytes.len() / SITE_SIZE);
+    for (i, chunk) in site_bytes.chunks_exact(SITE_SIZE).enumerate() {
         let at = HEADER_SIZE + i * SITE_SIZE;
         let entry = SiteEntry::decode(chunk.try_into().expect("chunks_exact"));
         let kind = Kind::from_u8(entry.kind).ok_or_else(|| {
@@ -147,20 +180,21 @@ fn parse_front(data: &[u8], len: u64, file: &str) -> Result<Trace> {
             id: entry.id,
         });
     }
-    let mut threads = Vec::with_capacity(header.threads as usize);
-    for (i, chunk) in data[threads_at..strings_at]
-        .chunks_exact(THREAD_SIZE)
-        .enumerate()
-    {
-        let at = threads_at + i * THREAD_SIZE;
+    let thread_bytes = &data[upto(layout.threads_at)..upto(layout.strings_at)];
+    let mut threads = Vec::with_capacity(thread_bytes.len() / THREAD_SIZE);
+    for (i, chunk) in thread_bytes.chunks_exact(THREAD_SIZE).enumerate() {
+        let at = layout.threads_at + i * THREAD_SIZE;
         let tid = u32_at(chunk, 0);
         threads.push((tid, pool.string("threads", at + 4, u32_at(chunk, 4))?));
     }
+    let records =
+        (layout.records_end(&header, len) - layout.front_len(len) as u64) as usize / RECORD_SIZE;
     Ok(Trace {
         header,
         sites,
         threads,
-        records: Vec::with_capacity(header.records as usize),
+        records: Vec::with_capacity(records),
+        truncated: layout.truncation(&header, len),
     })
 }
 
@@ -191,44 +225,73 @@ fn parse_header(data: &[u8], len: u64, file: &str) -> Result<TraceHeader> {
     Ok(header)
 }
 
-/// Where the threads, the strings and the records start; the counts must add up to the file
-/// size exactly.
-fn parts(header: &TraceHeader, len: u64, file: &str) -> Result<(usize, usize, usize)> {
-    let bad = |section: &str, offset: u64, what: String| malformed(file, section, offset, what);
-    let sites_at = HEADER_SIZE as u64;
-    let threads_at = part_end(sites_at, u64::from(header.sites), SITE_SIZE);
-    let strings_at = threads_at.and_then(|t| part_end(t, u64::from(header.threads), THREAD_SIZE));
-    let records_at = strings_at.and_then(|s| s.checked_add(u64::from(header.strings)));
-    let end = records_at.and_then(|r| part_end(r, header.records, RECORD_SIZE));
-    let parts = [
-        ("sites", sites_at, threads_at, 36),
-        ("threads", threads_at.unwrap_or(u64::MAX), strings_at, 40),
-        ("strings", strings_at.unwrap_or(u64::MAX), records_at, 44),
-        ("records", records_at.unwrap_or(u64::MAX), end, 48),
-    ];
-    for (name, start, stop, count_field) in parts {
-        match stop {
-            None => {
-                return Err(bad(
-                    "header",
-                    count_field,
-                    format!("the {name} count overflows the file layout"),
-                ))
-            }
-            Some(stop) if stop > len => {
-                return Err(bad(
-                    name,
-                    len,
-                    format!(
-                        "truncated: the {name} need bytes {start:#x}..{stop:#x} but the file \
-                         ends at {len:#x}"
-                    ),
-                ))
-            }
-            Some(_) => {}
-        }
+/// Where the parts of a trace start, and where it ends by its header's counts.
+struct Layout {
+    threads_at: usize,
+    strings_at: usize,
+    records_at: usize,
+    end: u64,
+}
+
+impl Layout {
+    /// How many bytes of a file of `len` come before the records.
+    fn front_len(&self, len: u64) -> usize {
+        self.records_at.min(len as usize)
     }
-    let end = end.unwrap_or(0);
+
+    /// Where the last whole record the file holds ends.
+    fn records_end(&self, header: &TraceHeader, len: u64) -> u64 {
+        let front = self.front_len(len) as u64;
+        let whole = ((len - front) / RECORD_SIZE as u64).min(header.records);
+        front + whole * RECORD_SIZE as u64
+    }
+
+    /// Where a file of `len` bytes was cut short, if it was.
+    fn truncation(&self, header: &TraceHeader, len: u64) -> Option<Truncation> {
+        if len >= self.end {
+            return None;
+        }
+        let part = [
+            ("sites", self.threads_at),
+            ("threads", self.strings_at),
+            ("strings", self.records_at),
+        ]
+        .into_iter()
+        .find(|&(_, stop)| len < stop as u64)
+        .map_or("records", |(p, _)| p);
+        let read =
+            (self.records_end(header, len) - self.front_len(len) as u64) / RECORD_SIZE as u64;
+        Some(Truncation {
+            part,
+            len,
+            expected_len: self.end,
+            records_missing: header.records - read,
+        })
+    }
+}
+
+/// The layout of a trace of `len` bytes with `header`: the counts must not overflow, and the file
+/// must not be longer than they say (it may be shorter: cut short).
+fn parts(header: &TraceHeader, len: u64, file: &str) -> Result<Layout> {
+    let bad = |section: &str, offset: u64, what: String| malformed(file, section, offset, what);
+    let overflow = |name: &str, field: u64| {
+        bad(
+            "header",
+            field,
+            format!("the {name} count overflows the file layout"),
+        )
+    };
+    let threads_at = part_end(HEADER_SIZE as u64, u64::from(header.sites), SITE_SIZE)
+        .ok_or_else(|| overflow("sites", 36))?;
+    let strings_at = part_end(threads_at, u64::from(header.threads), THREAD_SIZE)
+        .ok_or_else(|| overflow("threads", 40))?;
+    let records_at = strings_at
+        .checked_add(u64::from(header.strings))
+        .ok_or_else(|| overflow("strings", 44))?;
+    let end =
+        part_end(records_at, header.records, RECORD_SIZE).ok_or_else(|| overflow("records", 48))?;
+    let index =
+        |at: u64, name: &str, field: u64| usize::try_from(at).map_err(|_| overflow(name, field));
     if end < len {
         return Err(bad(
             "records",
@@ -239,16 +302,19 @@ fn parts(header: &TraceHeader, len: u64, file: &str) -> Result<(usize, usize, us
             ),
         ));
     }
-    Ok((
-        threads_at.unwrap_or(0) as usize,
-        strings_at.unwrap_or(0) as usize,
-        records_at.unwrap_or(0) as usize,
-    ))
+    Ok(Layout {
+        threads_at: index(threads_at, "sites", 36)?,
+        strings_at: index(strings_at, "threads", 40)?,
+        records_at: index(records_at, "strings", 44)?,
+        end,
+    })
 }
 
 /// The string pool of a trace.
 struct Pool<'a> {
     bytes: &'a [u8],
+    /// Whether the file ends inside the pool: a string past its end is unknown (`?`), not wrong.
+    cut: bool,
     file: &'a str,
 }
 
@@ -260,6 +326,13 @@ impl Pool<'_> {
             return Ok(None);
         }
         let bad = |what: String| malformed(self.file, section, field as u64, what);
+        let past_the_cut = self
+            .bytes
+            .get(at as usize..)
+            .is_none_or(|t| !t.contains(&0));
+        if self.cut && past_the_cut {
+            return Ok(Some("?".into()));
+        }
         let tail = self.bytes.get(at as usize..).ok_or_else(|| {
             bad(format!(
                 "string offset {at:#x} is outside the {}-byte string pool",
@@ -497,12 +570,46 @@ mod tests {
         }
     }
 
+    /// A file cut anywhere after its header is read up to the cut: the sites, threads and
+    /// records complete before it, the cut described; one cut inside the header is refused.
     #[test]
-    fn every_truncation_is_an_error_at_or_before_the_end() {
+    fn every_cut_is_read_up_to_the_cut() {
         let data = small();
+        let whole = parse_trace(&data, "t").unwrap();
+        assert_eq!(whole.truncated, None);
+        let records_at = data.len() - whole.records.len() * RECORD_SIZE;
         for n in 0..data.len() {
-            let (_, offset, what) = malformed(&data[..n]);
-            assert!(offset <= n as u64, "cut at {n}: offset {offset:#x}: {what}");
+            if n < HEADER_SIZE {
+                let (part, offset, what) = malformed(&data[..n]);
+                assert_eq!(part, "header", "cut at {n}: {what}");
+                assert!(offset <= n as u64, "cut at {n}: offset {offset:#x}: {what}");
+                continue;
+            }
+            let t = parse_trace(&data[..n], "t").unwrap_or_else(|e| panic!("cut at {n}: {e}"));
+            let cut = t.truncated.clone().expect("a cut is reported");
+            assert_eq!((cut.len, cut.expected_len), (n as u64, data.len() as u64));
+            let records = n.saturating_sub(records_at) / RECORD_SIZE;
+            assert_eq!(t.records, whole.records[..records], "cut at {n}");
+            assert_eq!(cut.records_missing, (whole.records.len() - records) as u64);
+            assert_eq!(
+                t.sites.len(),
+                ((n - HEADER_SIZE) / SITE_SIZE).min(whole.sites.len())
+            );
+            for (got, full) in t.sites.iter().zip(&whole.sites) {
+                assert_eq!(
+                    (got.kind, got.address),
+                    (full.kind, full.address),
+                    "cut at {n}"
+                );
+                assert!(
+                    got.name == full.name || got.name == "?",
+                    "cut at {n}: {got:?}"
+                );
+            }
+            assert!(cut.to_string().contains(&format!(
+                "{records_missing} records are missing",
+                records_missing = cut.records_missing
+            )));
         }
     }
 
@@ -534,14 +641,22 @@ mod tests {
         let mut d = data.clone();
         d[16..24].fill(0);
         assert_eq!(malformed(&d).1, 16);
-        // A record count one too many: the records are truncated.
+        // A record count one too many: the file looks cut short by one record.
         let mut d = data.clone();
         d[48] += 1;
-        assert_eq!(malformed(&d).0, "records");
-        // A huge site count overflows nothing but does not fit.
+        let t = parse_trace(&d, "t").unwrap();
+        assert_eq!(
+            t.truncated.map(|c| (c.part, c.records_missing)),
+            Some(("records", 1))
+        );
+        // A huge site count overflows nothing but does not fit: the file looks cut in its sites
+        // (the bytes after the real sites are read as sites, or refused as such).
         let mut d = data.clone();
         d[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(malformed(&d).0, "sites");
+        match parse_trace(&d, "t") {
+            Ok(t) => assert_eq!(t.truncated.map(|c| c.part), Some("sites")),
+            Err(_) => assert_eq!(malformed(&d).0, "sites"),
+        }
         // A huge record count overflows the layout.
         let mut d = data.clone();
         d[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
