@@ -6,7 +6,7 @@
 //! NOP, none left live, and the program must run the same disabled and with every site enabled.
 //! Also: a C++ program, LTO code generation run once, and a hook that would survive refused.
 
-use crate::json::list;
+use crate::json::{list, Listing};
 use crate::objdump::calls_to_probes;
 use crate::util::{
     cmd, defined_functions, have, link_bin, read, repo_root, require, run, skipped, source_dir,
@@ -88,6 +88,30 @@ fn guard_records(binary: &Path) -> usize {
     0
 }
 
+/// The site table of `binary`, checked against the same link without bootprof: exactly
+/// `expected` sites (that link's hook and probe calls and guards), each holding its NOP, and no
+/// call to a hook or probe symbol left in the code. `what` names the build in messages.
+pub fn check_table(binary: &Path, expected: usize, what: &str) -> Listing {
+    let (listing, out) = list(binary);
+    assert_eq!(out.code, Some(0), "{what}: {out}");
+    assert_eq!(
+        listing.sites.len(),
+        expected,
+        "{what}: the table has {} sites, the link without bootprof {expected} calls and \
+         guards:\n{}",
+        listing.sites.len(),
+        listing.out
+    );
+    assert!(
+        listing.sites.iter().all(|s| s.nop),
+        "{what}: {}",
+        listing.out
+    );
+    let left = calls_to_probes(binary, &defined_functions(binary));
+    assert!(left.is_empty(), "{what}: calls left live: {left:#?}");
+    listing
+}
+
 /// Builds the program as `b` says, plain and through bootprof-link, and checks the table against
 /// the plain link's calls. Returns a line for the report.
 fn check_build(t: &TempDir, b: &Build) -> String {
@@ -138,22 +162,7 @@ fn check_build(t: &TempDir, b: &Build) -> String {
         .arg(&app));
     linked.no_panic();
     let linked = linked.ok();
-    let (listing, out) = list(&app);
-    assert_eq!(out.code, Some(0), "{name}: {out}");
-    assert_eq!(
-        listing.sites.len(),
-        expected,
-        "{name}: the table has {} sites, the plain LTO link makes {} calls and guards:\n{}\n{}",
-        listing.sites.len(),
-        expected,
-        live.join("\n"),
-        listing.out
-    );
-    assert!(
-        listing.sites.iter().all(|s| s.nop),
-        "{name}: {}",
-        listing.out
-    );
+    let listing = check_table(&app, expected, &name);
     assert!(
         !listing.sites.iter().any(|s| s.name == "unused"),
         "{name}: the unused archive member's site is in the table"
@@ -164,8 +173,6 @@ fn check_build(t: &TempDir, b: &Build) -> String {
         .filter(|s| s.provider.is_none())
         .count();
     assert_eq!(hooks > 0, !b.hooks.is_empty(), "{name}: {}", listing.out);
-    let left = calls_to_probes(&app, &defined_functions(&app));
-    assert!(left.is_empty(), "{name}: calls left live: {left:#?}");
     // --stats counts the sites of every input, the unused archive member's too.
     assert!(linked.stderr.contains(" sites="), "{name}: {linked}");
     for (enable, mode) in [
@@ -181,6 +188,16 @@ fn check_build(t: &TempDir, b: &Build) -> String {
         assert_eq!(ran.stdout, "total 475\n", "{name} {mode:?}");
     }
     format!("{name}: {} sites", listing.sites.len())
+}
+
+/// A `main` that calls work.c's `work` (or any `int work(int)` returning 2x+1), in `t`.
+fn work_driver(t: &TempDir) -> PathBuf {
+    let driver = t.join("driver.c");
+    write(
+        &driver,
+        "int work(int);\nint main(void) { return work(1) == 3 ? 0 : 1; }\n",
+    );
+    driver
 }
 
 /// Runs `check_build` on each of `builds` whose tools are present.
@@ -315,11 +332,7 @@ fn lto_code_generation_runs_once() {
     };
     // With -g, gcc's code generation also hands the link the early debug information.
     let main = compile(&b, t.path(), "work.c", &["-flto=auto", "-g"]);
-    let driver = t.join("driver.c");
-    write(
-        &driver,
-        "int work(int);\nint main(void) { return work(1) == 3 ? 0 : 1; }\n",
-    );
+    let driver = work_driver(&t);
     let trace = t.join("strace.txt");
     let app = t.join("app");
     let wd = crate::util::mkdir(t.join("wd"));
@@ -402,9 +415,7 @@ fn cxx_program_with_lto() {
             .arg(&app));
         o.no_panic();
         o.ok();
-        let (listing, out) = list(&app);
-        assert_eq!(out.code, Some(0), "{cxx} {ld}: {out}");
-        assert_eq!(listing.sites.len(), expected, "{cxx} {ld}: {}", listing.out);
+        let listing = check_table(&app, expected, &format!("{cxx} {ld}"));
         assert!(
             listing.sites.iter().any(|s| s.kind == "fentry"),
             "{}",
@@ -415,7 +426,6 @@ fn cxx_program_with_lto() {
             "{}",
             listing.out
         );
-        assert!(calls_to_probes(&app, &defined_functions(&app)).is_empty());
         for enable in ["", "*"] {
             let ran = run(cmd(&app, [""; 0])
                 .env("BOOTPROF_ENABLE", enable)
@@ -450,11 +460,7 @@ fn a_hook_that_would_survive_fails_the_link() {
         .arg("-o")
         .arg(&hidden))
     .ok();
-    let driver = t.join("driver.c");
-    write(
-        &driver,
-        "int work(int);\nint main(void) { return work(1) == 3 ? 0 : 1; }\n",
-    );
+    let driver = work_driver(&t);
     let app = t.join("app");
     let old = b"an earlier output\n";
     for ld in ["bfd", "lld"] {
@@ -495,11 +501,7 @@ fn pg_missing_from_a_gcc_lto_link_is_noted() {
         ar: "ar",
     };
     let object = compile(&b, t.path(), "work.c", b.lto);
-    let driver = t.join("driver.c");
-    write(
-        &driver,
-        "int work(int);\nint main(void) { return work(1) == 3 ? 0 : 1; }\n",
-    );
+    let driver = work_driver(&t);
     let app = t.join("app");
     let o = run(cmd(link_bin(), ["gcc", "-O2", "-flto"])
         .arg(&object)

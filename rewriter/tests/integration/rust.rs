@@ -139,14 +139,7 @@ fn cargo_project_with_each_lto_form() {
         let plain = build(false);
         let expected = calls_to_probes(&plain, &defined_functions(&plain)).len();
         let binary = build(true);
-        let (listing, out) = list(&binary);
-        assert_eq!(out.code, Some(0), "{name}: {out}");
-        assert_eq!(listing.sites.len(), expected, "{name}: {}", listing.out);
-        assert!(
-            listing.sites.iter().all(|s| s.nop),
-            "{name}: {}",
-            listing.out
-        );
+        let listing = crate::lto::check_table(&binary, expected, &name);
         assert!(
             listing.sites.iter().any(|s| s.name == "tick"),
             "{name}: {}",
@@ -159,10 +152,6 @@ fn cargo_project_with_each_lto_form() {
                 listing.out
             );
         }
-        assert!(
-            calls_to_probes(&binary, &defined_functions(&binary)).is_empty(),
-            "{name}"
-        );
         let ran = run(&mut cmd(&binary, [""; 0])).ok();
         assert_eq!(ran.stdout, "rust sum 90\n", "{name}");
         report.push(format!("{name}: {} sites", listing.sites.len()));
