@@ -860,6 +860,54 @@ fn cut_traces_are_reported_up_to_the_cut() {
     }
 }
 
+/// Records the recorder dropped (its buffer was full) are shown by every format: a warning on
+/// stderr always, and inside the report where the format has room (the text and summary
+/// headers, the points table, the flame chart's subtitle, the Chrome trace's metadata).
+#[test]
+fn dropped_records_are_shown_by_every_format() {
+    let dir = TempDir::new("report-dropped");
+    let mut bytes = small_boot().bytes();
+    // The header's dropped count (offset 56).
+    bytes[56..64].copy_from_slice(&4000u64.to_le_bytes());
+    let path = dir.join("dropped.trace");
+    crate::util::write(&path, &bytes);
+    let said = "4000 records were dropped (the recording buffer was full)";
+    for (format, inside) in [
+        ("text", Some("(4000 dropped)")),
+        ("summary", Some("(4000 dropped)")),
+        ("points", Some(said)),
+        ("flamechart", Some(said)),
+        ("chrome", Some(said)),
+        ("folded", None),
+    ] {
+        let out = run(cmd(BOOTPROF, ["report", "--format", format]).arg(&path));
+        out.no_panic();
+        let out = out.ok();
+        assert!(
+            out.stderr.starts_with("bootprof: warning: ") && out.stderr.contains(said),
+            "{format}: {out}"
+        );
+        if let Some(inside) = inside {
+            assert!(out.stdout.contains(inside), "{format}: {out}");
+        }
+        if format == "chrome" {
+            let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+            assert_eq!(
+                v["otherData"]["bootprof_not_shown"].as_str(),
+                Some(said),
+                "{out}"
+            );
+        }
+    }
+    // Nothing lost, nothing said.
+    let clean = small_boot().write(&dir, "clean.trace");
+    let out = run(cmd(BOOTPROF, ["report", "--format", "chrome"]).arg(&clean)).ok();
+    assert!(
+        out.stderr.is_empty() && !out.stdout.contains("otherData"),
+        "{out}"
+    );
+}
+
 /// A boot-like trace with a few hundred frames on three threads, for the screenshot.
 fn realistic_boot() -> Builder {
     use RecordKind::*;

@@ -45,7 +45,15 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
         pid,
     };
     timeline::walk(m, &mut sink)?;
-    writeln!(sink.out, "\n],\"displayTimeUnit\":\"ns\"}}")?;
+    match m.trace.losses() {
+        // Shown by Perfetto and chrome://tracing as the trace's metadata.
+        Some(losses) => writeln!(
+            sink.out,
+            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"bootprof_not_shown\":{}}}}}",
+            serde_json::to_string(&losses).map_err(io::Error::other)?
+        )?,
+        None => writeln!(sink.out, "\n],\"displayTimeUnit\":\"ns\"}}")?,
+    }
     sink.dest.write_all(&sink.out)
 }
 

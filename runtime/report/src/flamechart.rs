@@ -130,7 +130,8 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     escape(
         out,
         &format!(
-            "{}, {} threads; time runs left to right; hover a frame for its name and duration",
+            "{}, {} threads; time runs left to right; hover a frame for its name and \
+             duration{}",
             if zero > 0 {
                 format!(
                     "{} ms from the first record ({} ms after recording began)",
@@ -140,7 +141,10 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
             } else {
                 format!("{} ms", millis(m.end_ns))
             },
-            m.lanes.len()
+            m.lanes.len(),
+            m.trace
+                .losses()
+                .map_or(String::new(), |l| format!(". Not shown: {l}"))
         ),
     )?;
     writeln!(out, "</text>")?;

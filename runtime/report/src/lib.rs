@@ -115,9 +115,9 @@ pub fn report(
     options: &Options,
 ) -> Result<()> {
     let trace = read_trace(input)?;
-    if let Some(cut) = &trace.truncated {
+    if let Some(losses) = trace.losses() {
         eprintln!(
-            "bootprof: warning: {}: {cut}; reporting what it holds",
+            "bootprof: warning: {}: {losses}; reporting what it holds",
             input.display()
         );
     }

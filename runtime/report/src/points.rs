@@ -77,7 +77,11 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
             p.max
         )?;
     }
-    writeln!(out, "{line}")
+    writeln!(out, "{line}")?;
+    if let Some(losses) = m.trace.losses() {
+        writeln!(out, "not counted: {losses}")?;
+    }
+    Ok(())
 }
 
 struct Points(HashMap<NameId, Point>);

@@ -64,6 +64,29 @@ impl std::fmt::Display for Truncation {
     }
 }
 
+impl Trace {
+    /// What the trace does not hold, in one line, if anything: records the recorder dropped
+    /// because its buffer was full, and records lost where the file was cut short.
+    pub fn losses(&self) -> Option<String> {
+        let dropped = (self.header.dropped > 0).then(|| {
+            format!(
+                "{} records were dropped (the recording buffer was full)",
+                self.header.dropped
+            )
+        });
+        let cut = self
+            .truncated
+            .as_ref()
+            .map(|c| format!("the trace file was {c}"));
+        match (dropped, cut) {
+            (None, None) => None,
+            (Some(d), None) => Some(d),
+            (None, Some(c)) => Some(c),
+            (Some(d), Some(c)) => Some(format!("{d}; {c}")),
+        }
+    }
+}
+
 /// One site of a trace, with its strings resolved (an absent string is empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceSite {
