@@ -20,21 +20,15 @@ use bootprof_format::Kind;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The hooks, which any link may meet.
-pub const HOOKS: &[&str] = &[
-    "mcount",
-    "__fentry__",
-    "__cyg_profile_func_enter",
-    "__cyg_profile_func_exit",
-];
-
 /// glibc's gmon start-up, which `gcrt1.o` (`-pg` on a link line) brings in.
 pub const GMON: &[&str] = &["__monstartup", "_mcleanup"];
 
 /// The symbols whose references the final link reports: the hooks, the gmon start-up and the
 /// probe symbols the stubs define.
 pub fn traced_symbols<'a>(stubbed: impl IntoIterator<Item = &'a [u8]>) -> BTreeSet<String> {
-    let mut traced: BTreeSet<String> = HOOKS.iter().chain(GMON).map(|s| s.to_string()).collect();
+    // The hooks, which any link may meet.
+    let hooks = bootprof_format::HOOKS.iter().map(|(s, _)| s);
+    let mut traced: BTreeSet<String> = hooks.chain(GMON).map(|s| s.to_string()).collect();
     traced.extend(
         stubbed
             .into_iter()

@@ -64,6 +64,13 @@ pub const GUARD_RECORD_SIZE: usize = 16;
 pub const PROBE_PREFIX: &str = "__dtrace_sdt_";
 /// Symbol-name prefix of is-enabled tests: `__dtrace_isenabled_<provider>__<name>`.
 pub const ISENABLED_PREFIX: &str = "__dtrace_isenabled_";
+/// The profiling hooks compilers call, and the kind of a site calling each.
+pub const HOOKS: [(&str, Kind); 4] = [
+    ("mcount", Kind::Mcount),
+    ("__fentry__", Kind::Fentry),
+    ("__cyg_profile_func_enter", Kind::CygEnter),
+    ("__cyg_profile_func_exit", Kind::CygExit),
+];
 
 /// Header of one fragment.
 #[repr(C)]
@@ -169,14 +176,7 @@ impl Kind {
     /// The kind of a site calling the symbol `name`, if `name` is a probe symbol or a hook.
     /// For named probes, also the provider and probe name (split at the first `__`).
     pub fn classify(name: &[u8]) -> Option<(Kind, &[u8], &[u8])> {
-        let hook = match name {
-            b"mcount" => Some(Kind::Mcount),
-            b"__fentry__" => Some(Kind::Fentry),
-            b"__cyg_profile_func_enter" => Some(Kind::CygEnter),
-            b"__cyg_profile_func_exit" => Some(Kind::CygExit),
-            _ => None,
-        };
-        if let Some(kind) = hook {
+        if let Some(&(_, kind)) = HOOKS.iter().find(|(s, _)| s.as_bytes() == name) {
             return Some((kind, b"", name));
         }
         let (kind, rest) = if let Some(rest) = name.strip_prefix(PROBE_PREFIX.as_bytes()) {
