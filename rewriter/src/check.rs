@@ -90,7 +90,8 @@ fn is_linker_name(program: &str) -> bool {
 }
 
 /// Checks the references the final link reported. `inputs` are the arguments of the final link
-/// (the rewritten inputs among them), `ours` the files bootprof-link generated (the stubs).
+/// (the rewritten inputs and the generated stubs among them); `output` names the link in the
+/// error.
 pub fn check_references(traced: &[Traced], inputs: &[String], output: &Path) -> Result<()> {
     let inputs: BTreeSet<&str> = inputs.iter().map(String::as_str).collect();
     let mut survived = Vec::new();
