@@ -27,6 +27,7 @@
 
 pub mod code;
 pub mod file;
+pub mod lane;
 pub mod le;
 #[cfg(feature = "elf")]
 pub mod linked;
