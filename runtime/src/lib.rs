@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 mod api;
+mod buffer;
 pub mod capi;
 mod clock;
 pub mod dispatch;

@@ -1,58 +1,64 @@
-//! Recorders: takes hits of enabled sites; hands on a TSLOG-style event log, dumped as a trace
-//! file (`bootprof_format::trace`), and Lego-style profile points.
+//! Recorders: takes hits of enabled sites; hands on a TSLOG-style event log in a lane (see
+//! [`crate::buffer`] and `bootprof_format::lane`), dumped as a trace file on demand, and
+//! Lego-style profile points.
 //!
-//! - **Event log.** A fixed array of 32-byte records, mapped once (`BOOTPROF_BUFFER` records,
-//!   default 262,144) and populated when recording starts, so it works from the first constructor
-//!   without the allocator and no record pays a page fault. Threads take chunks of it with one atomic add per chunk and fill their chunk with
-//!   plain stores: the record path shares no atomic with other threads. When the array is full,
-//!   records are dropped and counted; the start of the boot is never overwritten and nothing
-//!   blocks. Which hit becomes which record is `bootprof_format::trace::record_kind`.
+//! - **Event log.** Each thread fills chunks of the lane with 16-byte records using plain stores;
+//!   a chunk is claimed with one atomic add, so the record path shares no atomic with other
+//!   threads. Each record's last byte commits it. What is kept is chosen per run
+//!   (`BOOTPROF_KEEP`): `start` (the default: the first `BOOTPROF_BUFFER` records, default
+//!   262,144; later ones are dropped and counted, the start of the boot is never overwritten),
+//!   `last` (each thread keeps its last `BOOTPROF_BUFFER` records in a ring of chunks: a flight
+//!   recorder) or `all` (the lane grows while the file system has room). In a session
+//!   (`BOOTPROF_SESSION`) the lane is a file the records reach as they are written, and how the
+//!   process ends (exit status, fatal signal) is written into it.
 //! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
 //!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
 //!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
-//! - **Dump.** At exit, on `bootprof_dump()`, and on the signal named by `BOOTPROF_DUMP_SIGNAL`
-//!   (handled by a thread woken through a pipe, since writing files is not signal-safe), the log is
-//!   written to `BOOTPROF_OUTPUT` (default `bootprof.<pid>.trace`) under a temporary name, then
-//!   renamed. The TSC frequency is measured between the start of recording and the dump.
+//! - **Dump.** At exit (when `BOOTPROF_OUTPUT` is set, or without a session), on
+//!   `bootprof_dump()`, and on the signal named by `BOOTPROF_DUMP_SIGNAL` (handled by a thread
+//!   woken through a pipe, since writing files is not signal-safe), the log is written as one
+//!   trace file (`bootprof_format::trace`) to `BOOTPROF_OUTPUT` (default `bootprof.<pid>.trace`)
+//!   under a temporary name, then renamed. The TSC frequency is measured between the start of
+//!   recording and the dump.
 
+use crate::buffer;
 use crate::clock::{monotonic_ns, rdtsc};
 use crate::note::{note, note_raw};
 pub use crate::site::Point;
 use crate::site::{self, SiteRec};
+use bootprof_format::lane::{
+    self as lane, field, Keep, Meta, CHUNK_DATA, CHUNK_HEADER_SIZE, CHUNK_SIZE, KIND_ARG_SLOT,
+    KIND_WIDE_ARG, MAX_DELTA, MAX_NARROW_ARG, MAX_SITE_ID, RECORDS_PER_CHUNK, SLOT_SIZE,
+};
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-/// Records a thread takes at a time.
-const CHUNK: usize = 256;
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
 
-#[repr(C)]
-struct Slot {
-    tsc: u64,
-    arg: u64,
-    tid: u32,
-    site: u32,
-    /// 0 = not written (yet).
-    kind: u8,
-    _pad: [u8; 7],
-}
-
 static RECORDING: AtomicBool = AtomicBool::new(false);
 static FULL: AtomicBool = AtomicBool::new(false);
-static SLOTS: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
-static CAPACITY: AtomicUsize = AtomicUsize::new(0);
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Records dropped by this process (the lane's header has the same count).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Data chunks handed out (keep-start stops at the lane's limit).
+static DATA_CHUNKS: AtomicU64 = AtomicU64::new(0);
+/// Keep-start: record slots the lane may hold (its last chunk may be used in part).
+static CAPACITY: AtomicU64 = AtomicU64::new(0);
 static START_TSC: AtomicU64 = AtomicU64::new(0);
 static START_NS: AtomicU64 = AtomicU64::new(0);
 /// Set by an exit handler: the process is ending, undoing work is wasted.
 pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
-    /// This thread's chunk: next free slot and end.
-    static CHUNK_POS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// This thread's place in its chunk: next slot, end of the chunk, the chunk's base TSC.
+    static CURSOR: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, 0)) };
+    /// Slots this thread filled before its current chunk.
+    static BEFORE: Cell<u64> = const { Cell::new(0) };
+    /// Address of the first slot of this thread's current chunk.
+    static CHUNK_START: Cell<usize> = const { Cell::new(0) };
+    /// Keep-last: this thread's ring (first chunk, chunks, chunks taken so far); 0 chunks = none yet.
+    static RING: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
     /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
     static STACK: Cell<usize> = const { Cell::new(0) };
     static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = const { [const { Cell::new((0, 0)) }; STACK_DEPTH] };
@@ -66,32 +72,53 @@ pub fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// Starts recording with room for `capacity` records (the first call maps the buffer; later calls
-/// only switch recording back on). Returns false if the buffer cannot be mapped.
+/// What to keep, as `BOOTPROF_KEEP` says (`start`, `last` or `all`; default `start`).
+pub fn configured_keep() -> Keep {
+    match std::env::var("BOOTPROF_KEEP") {
+        Ok(v) if !v.is_empty() => Keep::from_name(&v).unwrap_or_else(|| {
+            note(&format!(
+                "BOOTPROF_KEEP={v} is not start, last or all; keeping the start"
+            ));
+            Keep::Start
+        }),
+        _ => Keep::Start,
+    }
+}
+
+/// Starts recording with room for `capacity` records (per thread when keeping the last ones; the
+/// first call creates the buffer, in the session `BOOTPROF_SESSION` names if any; later calls
+/// only switch recording back on). Returns false if no buffer can be had.
 pub fn start(capacity: usize) -> bool {
-    if SLOTS.load(Ordering::Acquire).is_null() {
-        let capacity = capacity.max(CHUNK);
-        let bytes = capacity * std::mem::size_of::<Slot>();
-        // SAFETY: an anonymous private mapping, zero-filled, never unmapped.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                // Populated now: a page fault per 128 records would cost more than recording.
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
+    start_with(capacity, configured_keep())
+}
+
+/// [`start`] with an explicit keep mode.
+pub fn start_with(capacity: usize, keep: Keep) -> bool {
+    if !buffer::exists() {
+        let chunks = capacity.div_ceil(RECORDS_PER_CHUNK).max(1) as u64;
+        CAPACITY.store(capacity as u64, Ordering::Relaxed);
+        let session = std::env::var_os("BOOTPROF_SESSION").filter(|s| !s.is_empty());
+        let setup = buffer::Setup {
+            keep,
+            limit_chunks: chunks,
         };
-        if p == libc::MAP_FAILED {
-            note("cannot map the record buffer; not recording");
-            return false;
+        if let Err(e) = buffer::create(setup, session.as_deref()) {
+            note(&e);
+            if !buffer::exists() {
+                return false;
+            }
         }
-        START_TSC.store(rdtsc(), Ordering::Relaxed);
-        START_NS.store(monotonic_ns(), Ordering::Relaxed);
-        CAPACITY.store(capacity, Ordering::Relaxed);
-        SLOTS.store(p.cast(), Ordering::Release);
+        START_TSC.store(
+            buffer::word(field::START_TSC).load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        START_NS.store(
+            buffer::word(field::START_NS).load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        install_process_hooks();
+        let reg = site::lock();
+        describe_sites(&reg.sites);
     }
     RECORDING.store(true, Ordering::Release);
     true
@@ -111,48 +138,209 @@ pub fn stop() {
     RECORDING.store(false, Ordering::Release);
 }
 
+/// Writes the names of newly registered `sites` into the lane (a metadata blob), so its records
+/// can be read without the process.
+pub(crate) fn describe_sites(sites: &[&'static SiteRec]) {
+    if !buffer::exists() || sites.is_empty() {
+        return;
+    }
+    let metas: Vec<Meta> = sites
+        .iter()
+        .map(|s| Meta::Site {
+            id: s.id,
+            kind: s.kind as u8,
+            func_offset: s.func_offset,
+            address: s.addr,
+            provider: s.provider.as_bytes(),
+            name: s.name.as_bytes(),
+            function: s.function.as_bytes(),
+        })
+        .collect();
+    let len: usize = metas.iter().map(Meta::encoded_len).sum();
+    let mut blob = vec![0u8; len];
+    let mut at = 0;
+    for m in &metas {
+        at += m.encode(&mut blob[at..]);
+    }
+    write_meta(&blob);
+}
+
+/// Appends a metadata blob to the lane; false if there is no room.
+fn write_meta(blob: &[u8]) -> bool {
+    let Some(k) = buffer::claim(lane::meta_chunks(blob.len() as u64)) else {
+        return false;
+    };
+    let p = buffer::chunk(k);
+    // SAFETY: the claimed chunks are ours; the blob fits in them (meta_chunks).
+    unsafe {
+        std::ptr::copy_nonoverlapping(blob.as_ptr(), p.add(CHUNK_HEADER_SIZE), blob.len());
+        commit_chunk_header(
+            p,
+            blob.len() as u64,
+            0,
+            lane::chunk_word3(0, lane::CHUNK_META),
+        );
+    }
+    true
+}
+
+/// Writes a chunk header's first words, then word 3 (which commits it).
+///
+/// # Safety
+/// `p` is a chunk this thread claimed.
+#[inline]
+unsafe fn commit_chunk_header(p: *mut u8, w0: u64, w1: u64, w3: u64) {
+    let w = p.cast::<u64>();
+    // SAFETY: per the contract; chunks are 4096-aligned.
+    unsafe {
+        w.write(w0);
+        w.add(1).write(w1);
+        w.add(2).write(0);
+        (*w.add(3).cast::<std::sync::atomic::AtomicU64>()).store(w3, Ordering::Release);
+    }
+}
+
 /// Records one hit of `site` (an enabled site whose record kind is not "none").
 #[inline]
 pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: u64) {
     if matches!(kind, RecordKind::Enter | RecordKind::Exit) {
         profile_point(site, kind, tsc);
     }
-    let slots = SLOTS.load(Ordering::Relaxed);
-    if slots.is_null() {
+    if !buffer::exists() || site.id > MAX_SITE_ID {
         return;
     }
-    let pos = CHUNK_POS.with(|c| {
-        let (mut pos, mut end) = c.get();
-        if pos == end {
+    let wide = arg > MAX_NARROW_ARG;
+    let need = SLOT_SIZE << usize::from(wide);
+    CURSOR.with(|c| {
+        let (mut pos, mut end, mut base) = c.get();
+        let mut delta = tsc.saturating_sub(base);
+        if pos + need > end || delta > MAX_DELTA {
+            match next_chunk(tid, tsc, pos, end) {
+                Some((p, e)) => {
+                    (pos, end, base, delta) = (p, e, tsc, 0);
+                }
+                None => {
+                    c.set((0, 0, 0));
+                    drop_record();
+                    return;
+                }
+            }
+        }
+        let kind = kind as u8;
+        // SAFETY: `pos..pos + need` is inside this thread's own chunk.
+        unsafe {
+            let w = pos as *mut u64;
+            if wide {
+                w.add(2).write(arg);
+                (*w.add(3).cast::<AtomicU64>())
+                    .store((KIND_ARG_SLOT as u64) << 56, Ordering::Release);
+            }
+            let (w0, w1) = lane::record_words(
+                delta,
+                site.id,
+                kind | if wide { KIND_WIDE_ARG } else { 0 },
+                if wide { 0 } else { arg },
+            );
+            w.write(w0);
+            // Last: the kind byte commits the record (a reader, or a crash, sees it whole or not).
+            (*w.add(1).cast::<AtomicU64>()).store(w1, Ordering::Release);
+        }
+        c.set((pos + need, end, base));
+    });
+}
+
+#[cold]
+fn drop_record() {
+    DROPPED.fetch_add(1, Ordering::Relaxed);
+    if buffer::exists() {
+        buffer::word(field::DROPPED).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Claims this thread's next chunk (after the one ending at `end`, filled up to `pos`) and writes
+/// its header; its address, or `None` when the record must be dropped.
+#[cold]
+#[inline(never)]
+fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usize)> {
+    let first = end == 0;
+    let mut slots = RECORDS_PER_CHUNK;
+    let before = if first {
+        BEFORE.with(Cell::get)
+    } else {
+        let filled = (pos - CHUNK_START.with(Cell::get)) / SLOT_SIZE;
+        BEFORE.with(|b| b.get()) + filled as u64
+    };
+    BEFORE.with(|b| b.set(before));
+    let k = match buffer::keep() {
+        Keep::Start => {
             if FULL.load(Ordering::Relaxed) {
                 return None;
             }
-            let cap = CAPACITY.load(Ordering::Relaxed);
-            let start = NEXT.fetch_add(CHUNK, Ordering::Relaxed);
-            if start >= cap {
+            let limit = buffer::word(field::LIMIT_CHUNKS).load(Ordering::Relaxed);
+            let nth = DATA_CHUNKS.fetch_add(1, Ordering::Relaxed);
+            if nth >= limit {
                 FULL.store(true, Ordering::Relaxed);
                 return None;
             }
-            pos = start;
-            end = (start + CHUNK).min(cap);
+            if nth + 1 == limit {
+                // The last chunk holds what is left of the capacity, exactly.
+                let left = CAPACITY.load(Ordering::Relaxed) - nth * RECORDS_PER_CHUNK as u64;
+                slots = left.min(RECORDS_PER_CHUNK as u64) as usize;
+            }
+            buffer::claim(1)?
         }
-        c.set((pos + 1, end));
-        Some(pos)
-    });
-    let Some(pos) = pos else {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
-        return;
+        Keep::All => buffer::claim(1)?,
+        Keep::Last => ring_chunk()?,
     };
-    // SAFETY: `pos` is inside the mapping and belongs to this thread's chunk alone.
-    unsafe {
-        let s = slots.add(pos);
-        (*s).tsc = tsc;
-        (*s).arg = arg;
-        (*s).tid = tid;
-        (*s).site = site.id;
-        // The kind goes last: a dump running meanwhile skips a slot whose kind is still 0.
-        std::ptr::write_volatile(&mut (*s).kind, kind as u8);
+    if first && before == 0 {
+        name_thread(tid);
     }
+    let p = buffer::chunk(k);
+    // SAFETY: chunk `k` is this thread's now.
+    unsafe { commit_chunk_header(p, tsc, before, lane::chunk_word3(tid, CHUNK_DATA)) };
+    let start = p as usize + CHUNK_HEADER_SIZE;
+    CHUNK_START.with(|c| c.set(start));
+    Some((start, start + slots * SLOT_SIZE))
+}
+
+/// Keep-last: the next chunk of this thread's ring (claimed at its first record); a chunk taken
+/// again is cleared first, so none of its old records outlives its new header.
+fn ring_chunk() -> Option<u64> {
+    let (mut first, mut len, taken) = RING.with(Cell::get);
+    if len == 0 {
+        // One chunk more than the capacity needs: the one being filled, so that at least the
+        // last `capacity` records are always kept.
+        len = buffer::word(field::LIMIT_CHUNKS).load(Ordering::Relaxed) + 1;
+        first = buffer::claim(len)?;
+    }
+    let k = first + taken % len;
+    if taken >= len {
+        // SAFETY: chunk `k` is in this thread's ring.
+        unsafe { std::ptr::write_bytes(buffer::chunk(k), 0, CHUNK_SIZE) };
+    }
+    RING.with(|r| r.set((first, len, taken + 1)));
+    Some(k)
+}
+
+/// Writes this thread's name (`PR_GET_NAME`) into the lane, at its first record.
+fn name_thread(tid: u32) {
+    let mut comm = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes into our buffer.
+    unsafe { libc::prctl(libc::PR_GET_NAME, comm.as_mut_ptr()) };
+    let name = lane::c_string(&comm, 0, 16);
+    let meta = Meta::Thread { tid, name };
+    let mut blob = [0u8; 32];
+    let n = meta.encode(&mut blob);
+    write_meta(&blob[..n]);
+}
+
+/// Forgets this thread's chunk and ring (in a fork child, whose lane is new).
+fn forget_cursor() {
+    CURSOR.with(|c| c.set((0, 0, 0)));
+    BEFORE.with(|b| b.set(0));
+    RING.with(|r| r.set((0, 0, 0)));
+    DATA_CHUNKS.store(0, Ordering::Relaxed);
+    FULL.store(false, Ordering::Relaxed);
 }
 
 /// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
@@ -258,29 +446,30 @@ pub fn default_path() -> std::path::PathBuf {
 /// Writes the log recorded so far to `path` (atomically: a temporary file, then a rename).
 /// Returns the number of records written.
 pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
-    let slots = SLOTS.load(Ordering::Acquire);
-    let used = NEXT
-        .load(Ordering::Relaxed)
-        .min(CAPACITY.load(Ordering::Relaxed));
     let mut records: Vec<Record> = Vec::new();
-    if !slots.is_null() {
-        // SAFETY: the first `used` slots are inside the mapping; unwritten ones have kind 0.
-        let all = unsafe { std::slice::from_raw_parts(slots, used) };
-        for s in all {
-            // SAFETY: reading a byte another thread may be writing: at worst we see 0 and skip.
-            let kind = unsafe { std::ptr::read_volatile(&s.kind) };
-            if let Some(kind) = RecordKind::from_u8(kind) {
-                records.push(Record {
-                    tsc: s.tsc,
-                    arg: s.arg,
-                    tid: s.tid,
-                    site: s.site,
-                    kind,
+    let bytes = buffer::used();
+    if !bytes.is_empty() {
+        for c in bytes[lane::LANE_HEADER_SIZE..].chunks_exact(CHUNK_SIZE) {
+            if let lane::Chunk::Data {
+                tid, base, slots, ..
+            } = lane::chunk(c)
+            {
+                lane::slot_records(base, slots, |r| {
+                    if let Some(kind) = RecordKind::from_u8(r.kind) {
+                        records.push(Record {
+                            tsc: r.tsc,
+                            arg: r.arg,
+                            tid,
+                            site: r.site,
+                            kind,
+                        });
+                    }
                 });
             }
         }
     }
-    // One thread's records are already in order; several threads' chunks interleave.
+    // One thread's records are in order; several threads' chunks interleave (and a ring's
+    // chunks are reused out of order).
     if !records.is_sorted_by_key(|r| r.tsc) {
         records.sort_by_key(|r| r.tsc);
     }
@@ -398,16 +587,20 @@ fn create_temporary(
     Ok((file, std::ffi::OsString::from_vec(template).into()))
 }
 
-/// Reads the recorder's environment at the first registration: `BOOTPROF_OUTPUT` (or
-/// `BOOTPROF_RECORD=1`) starts recording into a buffer of `BOOTPROF_BUFFER` records and dumps at
-/// exit; `BOOTPROF_DUMP_SIGNAL` (a number or a name like `USR2`) dumps on that signal;
-/// `BOOTPROF_POINTS=1` prints the profile-point table to stderr at exit; `BOOTPROF_STATS=FILE`
-/// appends one line of hit counts to FILE at exit (see [`stats_line`]).
+/// Reads the recorder's environment at the first registration: `BOOTPROF_SESSION` (a session
+/// directory: the records go into a lane file there), `BOOTPROF_OUTPUT` or `BOOTPROF_RECORD=1`
+/// start recording (`BOOTPROF_KEEP`, `BOOTPROF_BUFFER`); the trace is dumped at exit to
+/// `BOOTPROF_OUTPUT` when it is set, or when there is no session. `BOOTPROF_DUMP_SIGNAL` (a
+/// number or a name like `USR2`) dumps on that signal; `BOOTPROF_POINTS=1` prints the
+/// profile-point table to stderr at exit; `BOOTPROF_STATS=FILE` appends one line of hit counts
+/// to FILE at exit (see [`stats_line`]).
 pub(crate) fn init_from_environment() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let output = std::env::var_os("BOOTPROF_OUTPUT").is_some_and(|v| !v.is_empty());
-        let record = output || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1");
+        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        let record = set("BOOTPROF_OUTPUT")
+            || set("BOOTPROF_SESSION")
+            || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1");
         let points = std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1");
         if record {
             start(configured_capacity());
@@ -417,7 +610,9 @@ pub(crate) fn init_from_environment() {
                 if std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1") {
                     note_raw(&points_table());
                 }
-                if SLOTS.load(Ordering::Acquire).is_null() {
+                let wanted = std::env::var_os("BOOTPROF_OUTPUT").is_some_and(|v| !v.is_empty())
+                    || !buffer::in_session();
+                if !buffer::exists() || !wanted {
                     return;
                 }
                 let path = default_path();
@@ -438,29 +633,6 @@ pub(crate) fn init_from_environment() {
             unsafe { libc::atexit(at_exit) };
         }
         if std::env::var_os("BOOTPROF_STATS").is_some_and(|v| !v.is_empty()) {
-            extern "C" fn append_stats() {
-                let Some(path) = std::env::var_os("BOOTPROF_STATS") else {
-                    return;
-                };
-                use std::io::Write;
-                let line = stats_line();
-                use std::os::unix::fs::OpenOptionsExt;
-                // Never through a symlink; a new file is its user's only.
-                let written = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(&path)
-                    // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
-                    .and_then(|mut f| f.write_all(line.as_bytes()));
-                if let Err(e) = written {
-                    note(&format!(
-                        "cannot append to {}: {e}",
-                        std::path::Path::new(&path).display()
-                    ));
-                }
-            }
             // SAFETY: registers a function with no preconditions.
             unsafe { libc::atexit(append_stats) };
         }
@@ -477,6 +649,155 @@ pub(crate) fn init_from_environment() {
             }
         }
     });
+}
+
+extern "C" fn append_stats() {
+    let Some(path) = std::env::var_os("BOOTPROF_STATS") else {
+        return;
+    };
+    use std::io::Write;
+    let line = stats_line();
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a symlink; a new file is its user's only.
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        note(&format!(
+            "cannot append to {}: {e}",
+            std::path::Path::new(&path).display()
+        ));
+    }
+}
+
+/// Signals that end a process whose end a lane records (when the program leaves them at their
+/// default action): the faults, `abort`, and the usual requests to stop.
+const FATAL_SIGNALS: [libc::c_int; 10] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGPIPE,
+];
+
+extern "C" {
+    /// glibc's exit handler that is given the exit status.
+    fn on_exit(
+        f: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
+}
+
+/// Once, when the buffer is created: a fork child gets a lane of its own; the lane records the
+/// exit status (`on_exit`) and the fatal signal that ends the process (a handler for each of
+/// [`FATAL_SIGNALS`] still at its default action, which writes the signal into the lane and
+/// raises it again with the default action, so the process ends as it would have).
+fn install_process_hooks() {
+    extern "C" fn child() {
+        forget_cursor();
+        if !buffer::after_fork() {
+            RECORDING.store(false, Ordering::Relaxed);
+        }
+    }
+    extern "C" fn exited(status: libc::c_int, _: *mut libc::c_void) {
+        buffer::set_end(lane::End::Exit, status as u32);
+        if buffer::exists() && buffer::in_session() {
+            let hz = measured_hz();
+            if hz != 0 {
+                buffer::word(field::TSC_HZ).store(hz, Ordering::Relaxed);
+            }
+            name_threads();
+        }
+    }
+    extern "C" fn fatal(sig: libc::c_int) {
+        RECORDING.store(false, Ordering::Relaxed);
+        buffer::set_end(lane::End::Signal, sig as u32);
+        // SAFETY: signal and raise are async-signal-safe. The signal is blocked until this
+        // handler returns; then it ends the process with the default action (a fault re-runs
+        // the faulting instruction, which faults again, now without us).
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    // SAFETY: registers handlers with no preconditions.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(child));
+        on_exit(exited, std::ptr::null_mut());
+    }
+    if !buffer::in_session() {
+        return;
+    }
+    for sig in FATAL_SIGNALS {
+        // SAFETY: reads the current action, and replaces it only when it is the default.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = fatal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The TSC frequency if recording has run long enough to measure it without waiting, else 0.
+fn measured_hz() -> u64 {
+    let (t0, n0) = (
+        START_TSC.load(Ordering::Relaxed),
+        START_NS.load(Ordering::Relaxed),
+    );
+    let (t1, n1) = (rdtsc(), monotonic_ns());
+    if t0 == 0 || n1.saturating_sub(n0) < 5_000_000 {
+        return 0;
+    }
+    ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64
+}
+
+/// Writes the names the process's threads have now (`/proc/self/task/*/comm`) into the lane:
+/// a thread may have been named after its first record.
+fn name_threads() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    let mut blob = Vec::new();
+    for entry in dir.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
+            continue;
+        };
+        let meta = Meta::Thread {
+            tid,
+            name: comm.trim_end().as_bytes(),
+        };
+        let at = blob.len();
+        blob.resize(at + meta.encoded_len(), 0);
+        meta.encode(&mut blob[at..]);
+    }
+    if !blob.is_empty() {
+        write_meta(&blob);
+    }
 }
 
 /// The line `BOOTPROF_STATS` appends at exit, tab-separated: `pid`, the executable's path,
@@ -578,7 +899,7 @@ pub fn dropped() -> u64 {
 /// buffer of `n` (so none is dropped). Starts recording.
 #[doc(hidden)]
 pub fn record_benchmark(n: usize) -> (f64, f64) {
-    start(2 * n + CHUNK);
+    start(2 * n + RECORDS_PER_CHUNK);
     let site = site::synthetic_site(0, 0x1000);
     let time = |with_tsc: bool| {
         let t = std::time::Instant::now();

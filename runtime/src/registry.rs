@@ -139,6 +139,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     NEXT_ID.store(first_id + count as u32, Ordering::Relaxed);
     reg.sites.extend(new);
     site::publish(&reg.sites);
+    crate::recorder::describe_sites(&reg.sites[reg.sites.len() - count..]);
     count
 }
 

@@ -29,6 +29,8 @@ fn tools() -> &'static PathBuf {
             "bootprof-link",
             "-p",
             "bootprof-runtime",
+            "-p",
+            "bootprof",
         ])
         .current_dir(root());
         if release {
@@ -453,15 +455,21 @@ fn c_program_linking_the_shared_runtime_library_itself() {
 
 /// A trace file, decoded with the format crate (the reports have their own reader; this one
 /// checks the recorder against the format's definition).
+#[derive(Debug)]
 struct Trace {
     header: bootprof_format::trace::TraceHeader,
     /// (provider, name, function) per site.
     sites: Vec<(String, String, String)>,
+    /// Start address of each site's function.
+    starts: Vec<u64>,
     records: Vec<bootprof_format::trace::Record>,
 }
 
 fn read_trace(path: &Path) -> Trace {
     use bootprof_format::trace::*;
+    if path.is_dir() {
+        return read_session(path);
+    }
     let d = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let header = TraceHeader::decode(&d).unwrap();
     assert_eq!(
@@ -487,6 +495,10 @@ fn read_trace(path: &Path) -> Trace {
         .iter()
         .map(|e| (s(e.provider), s(e.name), s(e.function)))
         .collect();
+    let starts = entries
+        .iter()
+        .map(|e| e.address - u64::from(e.func_offset))
+        .collect();
     let records = (0..header.records as usize)
         .map(|i| {
             Record::decode(
@@ -500,6 +512,103 @@ fn read_trace(path: &Path) -> Trace {
     Trace {
         header,
         sites,
+        starts,
+        records,
+    }
+}
+
+/// A session directory of one process, read straight from `bootprof_format::lane` (the lane's
+/// sites in id order; records sorted by time, their `site` an index into those sites).
+fn read_session(dir: &Path) -> Trace {
+    use bootprof_format::lane::*;
+    use bootprof_format::trace::*;
+    let lanes: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
+        .collect();
+    assert_eq!(
+        lanes.len(),
+        1,
+        "one process in {}: {lanes:?}",
+        dir.display()
+    );
+    let d = std::fs::read(&lanes[0]).unwrap();
+    let h = LaneHeader::decode(&d).unwrap();
+    let chunks = &d[LANE_HEADER_SIZE..LANE_HEADER_SIZE + h.claimed as usize * CHUNK_SIZE];
+    let mut sites = std::collections::BTreeMap::new();
+    let mut raw = Vec::new();
+    let mut k = 0;
+    while k < h.claimed as usize {
+        let c = &chunks[k * CHUNK_SIZE..][..CHUNK_SIZE];
+        match chunk(c) {
+            Chunk::Meta { len } => {
+                let mut blob = &chunks[k * CHUNK_SIZE + CHUNK_HEADER_SIZE..][..len as usize];
+                while let Some((m, n)) = Meta::decode(blob) {
+                    if let Meta::Site {
+                        id,
+                        provider,
+                        name,
+                        function,
+                        address,
+                        func_offset,
+                        ..
+                    } = m
+                    {
+                        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                        let start = address - u64::from(func_offset);
+                        sites.insert(id, ((s(provider), s(name), s(function)), start));
+                    }
+                    blob = &blob[n..];
+                }
+                assert!(blob.is_empty(), "whole metadata entries");
+                k += meta_chunks(len) as usize;
+                continue;
+            }
+            Chunk::Data {
+                tid, base, slots, ..
+            } => {
+                let stats = slot_records(base, slots, |r| raw.push((tid, r)));
+                assert_eq!((stats.torn, stats.bad), (0, 0));
+            }
+            other => assert_eq!(other, Chunk::Empty),
+        }
+        k += 1;
+    }
+    let index: std::collections::HashMap<u32, u32> = sites
+        .keys()
+        .enumerate()
+        .map(|(i, id)| (*id, i as u32))
+        .collect();
+    let tsc_hz = std::fs::read(dir.join("session"))
+        .ok()
+        .and_then(|b| SessionHeader::decode(&b).ok())
+        .map_or(0, |s| {
+            ((s.end.0 - s.start.0) as u128 * 1_000_000_000 / u128::from(s.end.1 - s.start.1)) as u64
+        });
+    let mut records: Vec<Record> = raw
+        .into_iter()
+        .map(|(tid, r)| Record {
+            tsc: r.tsc,
+            arg: r.arg,
+            tid,
+            site: index[&r.site],
+            kind: RecordKind::from_u8(r.kind).unwrap(),
+        })
+        .collect();
+    records.sort_by_key(|r| r.tsc);
+    Trace {
+        header: TraceHeader {
+            pid: h.pid,
+            sites: sites.len() as u32,
+            records: records.len() as u64,
+            dropped: h.dropped,
+            start_tsc: h.start_tsc,
+            tsc_hz,
+            ..TraceHeader::default()
+        },
+        starts: sites.values().map(|s| s.1).collect(),
+        sites: sites.into_values().map(|s| s.0).collect(),
         records,
     }
 }
@@ -578,6 +687,7 @@ fn boot_example_phases_have_their_durations_in_the_trace() {
     assert!(took["main"] >= 130.0, "main {}", took["main"]);
 
     // notrace wins over the default "enable everything": an annotated function left out.
+    let trace_path = w.path("boot-notrace.trace");
     let o = Command::new(tools().join("bootprof"))
         .args(["run", "-x", "delay", "-o"])
         .arg(&trace_path)
@@ -783,13 +893,8 @@ fn function_trace_matches_uftrace_call_for_call() {
     assert!(ok(&o).contains("sum:"));
     let t = read_trace(&trace_path);
     // Function start addresses from the table, to name the function a parent address is in.
-    let d = std::fs::read(&trace_path).unwrap();
-    let mut starts: Vec<(u64, String)> = (0..t.header.sites as usize)
-        .map(|i| {
-            let off = bootprof_format::trace::HEADER_SIZE + i * bootprof_format::trace::SITE_SIZE;
-            let e = bootprof_format::trace::SiteEntry::decode(d[off..off + 32].try_into().unwrap());
-            (e.address - u64::from(e.func_offset), t.sites[i].2.clone())
-        })
+    let mut starts: Vec<(u64, String)> = (0..t.sites.len())
+        .map(|i| (t.starts[i], t.sites[i].2.clone()))
         .collect();
     starts.sort();
     let caller_of = |parent: u64| -> String {
@@ -855,4 +960,439 @@ fn stats_file_gets_one_line_per_process_with_its_hits() {
             "{err}"
         );
     }
+}
+
+/// Runs `command` under `bootprof run -o SESSION` with extra `env`; returns the session read
+/// back by the report crate and the run's output.
+fn session_of(
+    w: &Work,
+    name: &str,
+    command: &[&str],
+    env: &[(&str, &str)],
+) -> (bootprof_report::Trace, Output) {
+    let dir = w.path(name);
+    let mut cmd = Command::new(tools().join("bootprof"));
+    cmd.arg("run")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .args(command)
+        .current_dir(&w.0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    let t = bootprof_report::read_trace(&dir)
+        .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&o.stderr)));
+    (t, o)
+}
+
+/// Per process of a session: its records of site `name`, in order, as their arguments.
+fn args_by_process(t: &bootprof_report::Trace, name: &str) -> Vec<Vec<u64>> {
+    let mut out = vec![Vec::new(); t.processes.len()];
+    for r in &t.records {
+        if t.sites[r.site as usize].name == name {
+            let (p, _) = t
+                .process_of(r.tid)
+                .expect("a session's thread has a process");
+            out[p].push(r.arg);
+        }
+    }
+    out
+}
+
+/// However a process ends, every record it made is in its lane, and the session says how it
+/// ended: as `bootprof run` (its parent, a subreaper) saw it, and, under a shell that reaps it
+/// instead, as the process saw it itself (its exit status, or the fatal signal its handler
+/// caught; `_exit` and SIGKILL leave no word, and say so).
+#[test]
+fn every_ending_leaves_every_record_in_the_session() {
+    use bootprof_report::session::Ending::{self, *};
+    let w = Work::new("endings");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let cases: [(&str, Ending, Ending); 10] = [
+        ("exit", Exit(3), Exit(3)),
+        ("thread-exit", Exit(4), Exit(4)),
+        ("_exit", Exit(5), Vanished),
+        ("abort", Signal(6), Signal(6)),
+        ("segv", Signal(11), Signal(11)),
+        ("bus", Signal(7), Signal(7)),
+        ("ill", Signal(4), Signal(4)),
+        ("fpe", Signal(8), Signal(8)),
+        ("kill", Signal(9), Vanished),
+        ("exec-other", Exit(0), Vanished),
+    ];
+    for (how, direct, under_shell) in cases {
+        let shell = format!("./endings {how} 1000; true");
+        for (label, command, want) in [
+            ("direct", vec!["./endings", how, "1000"], direct),
+            ("shell", vec!["sh", "-c", shell.as_str()], under_shell),
+        ] {
+            let (t, o) = session_of(&w, &format!("{how}-{label}"), &command, &[]);
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                t.processes.len(),
+                1,
+                "{how} {label}: {:?}\n{stderr}",
+                t.processes
+            );
+            let p = &t.processes[0];
+            assert_eq!(p.ending, want, "{how} {label}\n{stderr}");
+            assert_eq!(
+                (p.records, p.dropped, p.torn, p.damaged),
+                (1000, 0, 0, 0),
+                "{how} {label}"
+            );
+            assert_eq!(
+                args_by_process(&t, "tick")[0],
+                (0..1000).collect::<Vec<u64>>(),
+                "{how} {label}"
+            );
+            assert!(p.exe.ends_with("/endings"), "{}", p.exe);
+        }
+    }
+    // exec of a program that carries the runtime: a second lane of the same pid.
+    let (t, _) = session_of(
+        &w,
+        "exec-self",
+        &["./endings", "exec-self", "1000", "7"],
+        &[],
+    );
+    let got: Vec<(u32, Ending, u64)> = t
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.ending, p.records))
+        .collect();
+    let pid = t.processes[0].pid;
+    assert_eq!(got, [(pid, Exec, 1000), (pid, Exit(0), 7)]);
+}
+
+/// A process the OOM killer ends (in a memory cgroup of its own) keeps its records. Needs a
+/// writable memory cgroup (v1 or v2), as root has; says so and checks nothing without one.
+#[test]
+fn the_oom_killer_leaves_every_record_in_the_session() {
+    use bootprof_report::session::Ending;
+    let name = format!("bootprof-oom-{}", std::process::id());
+    let groups = [
+        (
+            format!("/sys/fs/cgroup/memory/{name}"),
+            "memory.limit_in_bytes",
+        ),
+        (format!("/sys/fs/cgroup/{name}"), "memory.max"),
+        (format!("/sys/fs/cgroup/unified/{name}"), "memory.max"),
+    ];
+    let Some((group, _)) = groups.iter().find(|(g, limit)| {
+        std::fs::create_dir(g).is_ok()
+            && (std::fs::write(format!("{g}/{limit}"), "67108864").is_ok()
+                || std::fs::remove_dir(g).is_err())
+    }) else {
+        eprintln!("the_oom_killer_leaves_every_record_in_the_session: no writable memory cgroup here; not checked");
+        return;
+    };
+    let _ = std::fs::write(format!("{group}/memory.swappiness"), "0");
+    let w = Work::new("oom");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let join = format!("echo $$ > {group}/cgroup.procs && exec ./endings oom 5000");
+    let (t, _) = session_of(&w, "oom", &["sh", "-c", &join], &[]);
+    let events = std::fs::read_to_string(format!("{group}/memory.events"))
+        .or_else(|_| std::fs::read_to_string(format!("{group}/memory.oom_control")))
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir(group);
+    assert!(
+        events.contains("oom_kill 1"),
+        "the OOM killer ended it: {events}"
+    );
+    let p = &t.processes[0];
+    assert_eq!((p.ending, p.records), (Ending::Signal(9), 5000));
+}
+
+/// A shell running three programs, one of which forks twice: one session, a lane per process
+/// with its own records (a fork child's named through its parent's sites), parents right.
+#[test]
+fn a_shell_and_a_forking_program_record_into_one_session() {
+    let w = Work::new("tree");
+    w.build("endings", &["endings.c"], &[], &[]);
+    w.build("forks", &["forks.c"], &[], &[]);
+    let script = "./endings exit 100 7; ./endings exit 200 8; ./forks";
+    let (t, o) = session_of(&w, "tree", &["sh", "-c", script], &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("5 processes recorded"));
+    let got: Vec<(String, u64, String)> = t
+        .processes
+        .iter()
+        .map(|p| {
+            (
+                p.label().split('-').next().unwrap().to_string(),
+                p.records,
+                p.ending.to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("endings", 100, "exit 7"),
+        ("endings", 200, "exit 8"),
+        ("forks", 50, "exit 0"),
+        ("forks", 20, "exit 0"),
+        ("forks", 30, "exit 0"),
+    ];
+    let want: Vec<(String, u64, String)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), *b, c.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    let shell = t.processes[0].ppid;
+    assert!(t.processes[..3].iter().all(|p| p.ppid == shell));
+    assert_eq!(
+        (t.processes[3].ppid, t.processes[4].ppid),
+        (t.processes[2].pid, t.processes[2].pid)
+    );
+    let steps = args_by_process(&t, "step");
+    let seq = |n: u64| (0..n).collect::<Vec<u64>>();
+    assert_eq!(steps[2], [seq(10), seq(40)].concat());
+    assert_eq!((steps[3].clone(), steps[4].clone()), (seq(20), seq(30)));
+    assert!(t
+        .sites
+        .iter()
+        .all(|s| s.name != "?" && !s.provider.starts_with('?')));
+}
+
+/// A start-up that hangs is read while it runs: every record so far, and "still running".
+#[test]
+fn a_hung_program_is_read_while_it_runs() {
+    use bootprof_report::session::Ending;
+    use std::io::BufRead;
+    let w = Work::new("hang");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let dir = w.path("hang");
+    let mut child = Command::new(tools().join("bootprof"))
+        .arg("run")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "./endings", "hang", "777"])
+        .current_dir(&w.0)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let t = bootprof_report::read_trace(&dir).unwrap();
+    let p = &t.processes[0];
+    assert_eq!((p.ending, p.records), (Ending::Running, 777));
+    Command::new("kill")
+        .arg(p.pid.to_string())
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let t = bootprof_report::read_trace(&dir).unwrap();
+    assert_eq!(t.processes[0].ending, Ending::Signal(15));
+}
+
+/// The three keep modes on 10,000 records with room for 1,000: the first ones and the drops
+/// counted; each thread's last ones and the overwritten ones counted; all of them.
+#[test]
+fn keep_start_last_and_all() {
+    let w = Work::new("keep");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let mut seen = Vec::new();
+    for keep in ["start", "last", "all"] {
+        let dir = w.path(keep);
+        let o = Command::new(tools().join("bootprof"))
+            .arg("run")
+            .args(["--keep", keep, "--buffer", "1000", "-o"])
+            .arg(&dir)
+            .args(["--", "./endings", "exit", "10000", "0"])
+            .current_dir(&w.0)
+            .output()
+            .unwrap();
+        ok(&o);
+        let t = bootprof_report::read_trace(&dir).unwrap();
+        let args = args_by_process(&t, "tick").remove(0);
+        let p = &t.processes[0];
+        seen.push((keep, args.len(), p.dropped, p.overwritten));
+        let n = args.len() as u64;
+        match keep {
+            "start" => assert_eq!((args, p.dropped), ((0..1000).collect(), 9000)),
+            "last" => {
+                // A ring of whole chunks: at least the last 1000, at most a chunk more.
+                assert!((1000..=1000 + 2 * 254).contains(&n), "{n}");
+                assert_eq!(args, (10_000 - n..10_000).collect::<Vec<u64>>());
+                assert_eq!((p.overwritten, p.dropped), (10_000 - n, 0));
+            }
+            _ => assert_eq!((args, p.dropped), ((0..10_000).collect(), 0)),
+        }
+    }
+    eprintln!("kept, dropped, overwritten: {seen:?}");
+}
+
+/// `bootprof report` over a session of five processes (one crashes): every format shows every
+/// process, and the crash where it happened.
+#[test]
+fn every_report_format_shows_every_process_of_a_session() {
+    let w = Work::new("formats");
+    w.build("endings", &["endings.c"], &[], &[]);
+    w.build("forks", &["forks.c"], &[], &[]);
+    let script = "./endings exit 100 0; ./forks; ./endings segv 50";
+    let (t, _) = session_of(&w, "s", &["sh", "-c", script], &[]);
+    assert_eq!(t.processes.len(), 5);
+    let labels: Vec<String> = t.processes.iter().map(|p| p.label()).collect();
+    let pids: Vec<u32> = t.processes.iter().map(|p| p.pid).collect();
+    let crashed = &t.processes[4];
+    let report = |format: &str| {
+        let o = Command::new(tools().join("bootprof"))
+            .args(["report", "--format", format])
+            .arg(w.path("s"))
+            .output()
+            .unwrap();
+        ok(&o)
+    };
+    let text = report("text");
+    for p in &t.processes {
+        let tgid = format!("({:>7}) [000]", p.pid);
+        assert_eq!(
+            text.lines().filter(|l| l.contains(&tgid)).count() as u64,
+            p.records + 1,
+            "{tgid}"
+        );
+    }
+    assert!(text.contains("PROCESS END killed by SIGSEGV"), "{text}");
+    let chrome: serde_json::Value = serde_json::from_str(&report("chrome")).unwrap();
+    let events = chrome["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, labels);
+    for (p, pid) in t.processes.iter().zip(&pids) {
+        let instants = events
+            .iter()
+            .filter(|e| e["ph"] == "i" && e["pid"] == *pid && e["cat"] == "event")
+            .count() as u64;
+        assert_eq!(instants, p.records, "pid {pid}");
+    }
+    assert!(events
+        .iter()
+        .any(|e| e["pid"] == crashed.pid && e["name"] == "process end: killed by SIGSEGV"));
+    let folded = report("folded");
+    let _ = folded; // events only: no stacks to fold, checked with functions below
+    let svg = report("flamechart");
+    for l in &labels {
+        assert!(svg.contains(&format!("{l}: ")), "a band labelled {l}");
+    }
+    assert!(svg.contains("crashed: killed by SIGSEGV"));
+    let summary = report("summary");
+    for p in &t.processes {
+        let line = summary
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&p.pid.to_string()))
+            .unwrap_or_else(|| panic!("no line for {}:\n{summary}", p.pid));
+        assert!(
+            line.contains(&p.ending.to_string()) && line.contains(&format!(" {} ", p.records)),
+            "{line}"
+        );
+    }
+}
+
+/// Function stacks over a session: folded stacks start with the process, points are per process
+/// and in total.
+#[test]
+fn folded_stacks_and_points_are_per_process_in_a_session() {
+    let w = Work::new("fold");
+    let exe = w.build("calls", &["calls.c"], &["-finstrument-functions"], &[]);
+    let (t, _) = session_of(
+        &w,
+        "s",
+        &["sh", "-c", &format!("{0}; {0}", exe.display())],
+        &[],
+    );
+    assert_eq!(t.processes.len(), 2);
+    let report = |format: &str| {
+        ok(&Command::new(tools().join("bootprof"))
+            .args(["report", "--format", format])
+            .arg(w.path("s"))
+            .output()
+            .unwrap())
+    };
+    let folded = report("folded");
+    for p in &t.processes {
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.starts_with(&format!("{};", p.label()))),
+            "{}\n{folded}",
+            p.label()
+        );
+    }
+    assert!(folded.lines().all(|l| t
+        .processes
+        .iter()
+        .any(|p| l.starts_with(&format!("{};", p.label())))));
+    let points = report("points");
+    let count = |table: &str| -> u64 {
+        table
+            .lines()
+            .find(|l| l.starts_with("main "))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let sections: Vec<&str> = points.split("\nprocess ").collect();
+    let total = points
+        .split("all 2 processes")
+        .nth(1)
+        .expect("a total table");
+    assert_eq!(count(total), 2, "{points}");
+    assert!(points.starts_with(&format!("process {}", t.processes[0].label())));
+    assert_eq!(sections.len(), 2);
+    assert_eq!(count(sections[0]), 1);
+}
+
+/// A lane cut at every eighth of its length is read up to the cut, says how much is missing,
+/// and never loses what comes before it.
+#[test]
+fn a_lane_cut_short_is_read_up_to_the_cut() {
+    let w = Work::new("cut");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let (full, _) = session_of(&w, "s", &["./endings", "exit", "3000", "0"], &[]);
+    let lane = std::fs::read_dir(w.path("s"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "lane"))
+        .unwrap();
+    let bytes = std::fs::read(&lane).unwrap();
+    let claimed = bootprof_format::lane::LaneHeader::decode(&bytes)
+        .unwrap()
+        .claimed as usize;
+    let used =
+        bootprof_format::lane::LANE_HEADER_SIZE + claimed * bootprof_format::lane::CHUNK_SIZE;
+    let mut last = 0;
+    for eighth in 1..=8 {
+        let cut = used * eighth / 8;
+        let copy = w.path(&format!("cut{eighth}.lane"));
+        std::fs::write(&copy, &bytes[..cut]).unwrap();
+        match bootprof_report::read_trace(&copy) {
+            Err(e) => assert!(
+                cut < bootprof_format::lane::LANE_HEADER_SIZE,
+                "{eighth}/8: {e}"
+            ),
+            Ok(t) => {
+                let p = &t.processes[0];
+                assert!(p.records >= last, "{eighth}/8");
+                last = p.records;
+                assert_eq!(p.cut_bytes, (used - cut) as u64, "{eighth}/8");
+                let args = args_by_process(&t, "tick").remove(0);
+                assert_eq!(
+                    args,
+                    (0..args.len() as u64).collect::<Vec<u64>>(),
+                    "a prefix"
+                );
+                if eighth < 8 {
+                    assert!(t.losses().unwrap().contains("cut short"), "{eighth}/8");
+                }
+            }
+        }
+        std::fs::remove_file(&copy).unwrap();
+    }
+    assert_eq!(last, full.processes[0].records);
 }

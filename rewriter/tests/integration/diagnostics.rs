@@ -116,37 +116,62 @@ fn a_binary_without_a_site_table_is_reported_as_such() {
 }
 
 #[test]
-fn a_missing_trace_is_explained_by_what_happened() {
+fn a_session_without_processes_is_explained_by_what_happened() {
     require!("cc");
     let dir = TempDir::new("missing-trace");
     let good = build(&dir, "good", Some(&[]));
     let bare = build(&dir, "bare", Some(&["--no-runtime"]));
     let plain = build(&dir, "plain", None);
-    let trace = dir.join("t.trace");
-    let cases: [(&Path, &[&str], PathBuf, &str); 5] = [
-        (&plain, &[], trace.clone(), "no bootprof site table"),
-        (&bare, &[], trace.clone(), "no bootprof runtime"),
-        (
-            &good,
-            &["abort"],
-            trace.clone(),
-            "killed by signal 6 (SIGABRT)",
-        ),
-        (&good, &["x"], trace.clone(), "_exit"),
-        (&good, &[], dir.join("missing/t.trace"), "cannot be written"),
-    ];
-    for (exe, args, trace, why) in cases {
-        let out = record(&trace, exe, args);
-        assert!(!trace.exists(), "{}: a trace was written", exe.display());
+    // Programs that cannot record: the session stays empty, and bootprof says why.
+    for (n, (exe, why)) in [
+        (&plain, "no bootprof site table"),
+        (&bare, "no bootprof runtime"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let session = dir.join(format!("s{n}"));
+        let out = record(&session, exe, &[]);
         assert!(
-            out.stderr.contains("no trace was written") && out.stderr.contains(why),
-            "{} {args:?}: expected the reason `{why}`: {out}",
+            out.stderr.contains("no process recorded into the session") && out.stderr.contains(why),
+            "{}: expected the reason `{why}`: {out}",
             exe.display()
         );
+        let report = run(cmd(BOOTPROF, ["report".as_ref(), session.as_os_str()]));
+        assert!(
+            report.code == Some(1) && report.stderr.contains("holds no lane files"),
+            "{report}"
+        );
     }
-    // And the program's own status comes back: abort is 128 + 6.
-    let out = record(&trace, &good, &["abort"]);
+    // A program that dies still leaves its records, and its own status comes back: abort is
+    // 128 + 6.
+    let session = dir.join("abort");
+    let out = record(&session, &good, &["abort"]);
     assert_eq!(out.code, Some(134), "{out}");
+    assert!(out.stderr.contains("1 process recorded"), "{out}");
+    let summary = run(cmd(
+        BOOTPROF,
+        [
+            "report".as_ref(),
+            "--format".as_ref(),
+            "summary".as_ref(),
+            session.as_os_str(),
+        ],
+    ));
+    let summary = summary.ok();
+    assert!(summary.stdout.contains("killed by SIGABRT"), "{summary}");
+    // A session directory that cannot be made: an error, and the program does not run.
+    let out = record(&dir.join("missing/s"), &good, &[]);
+    assert!(
+        out.code == Some(1) && out.stderr.contains("cannot create the session directory"),
+        "{out}"
+    );
+    // Nor one that is there already: a session is never written over.
+    let out = record(&session, &good, &[]);
+    assert!(
+        out.code == Some(1) && out.stderr.contains("already exists"),
+        "{out}"
+    );
 }
 
 // `bootprof run -e 'nosuch*'` used to write an empty trace without a word.
@@ -158,7 +183,7 @@ fn a_pattern_that_matches_no_site_is_reported_with_the_nearest_names() {
     // With a trace (its sites are checked) and without one (the program's own table is).
     for args in [&[][..], &["abort"][..]] {
         let trace = dir.join("t.trace");
-        let _ = std::fs::remove_file(&trace);
+        let _ = std::fs::remove_dir_all(&trace);
         let out = run(cmd(
             BOOTPROF,
             ["run", "-e", "wrok*", "-e", "work", "-x", "*nosuch", "-o"],

@@ -25,15 +25,32 @@ use std::io::{self, Write};
 pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
     let pid = m.trace.header.pid;
     writeln!(out, "{{\"traceEvents\":[")?;
-    write!(
-        out,
-        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{pid},\"args\":{{\"name\":\"pid {pid}\"}}}}"
-    )?;
+    if m.trace.processes.is_empty() {
+        write!(
+            out,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{pid},\"args\":{{\"name\":\"pid {pid}\"}}}}"
+        )?;
+    }
+    // A session: one Chrome process per process, named `exe-pid`, sorted by start.
+    for (i, p) in m.trace.processes.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ",\n" };
+        write!(
+            out,
+            "{sep}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":",
+            p.pid, p.pid
+        )?;
+        json_string(out, &p.label())?;
+        write!(
+            out,
+            "}}}},\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_index\":{i}}}}}",
+            p.pid, p.pid
+        )?;
+    }
     for lane in &m.lanes {
         write!(
             out,
-            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":",
-            lane.tid
+            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":",
+            lane.pid, lane.tid
         )?;
         json_string(out, &lane.label_text())?;
         write!(out, "}}}}")?;
@@ -42,9 +59,29 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
         m,
         out: Vec::with_capacity(FLUSH_AT + 4096),
         dest: out,
-        pid,
     };
     timeline::walk(m, &mut sink)?;
+    // Where each process ended (a crash, in a single process's trace), as a process-wide
+    // instant event.
+    for p in &m.trace.processes {
+        let Some(t) = p
+            .end_tsc
+            .filter(|_| m.many_processes() || p.ending.crashed())
+        else {
+            continue;
+        };
+        let t = m.ns(t);
+        write!(sink.out, ",\n{{\"name\":")?;
+        json_string(&mut sink.out, &format!("process end: {}", p.ending))?;
+        write!(
+            sink.out,
+            ",\"cat\":\"process\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{},\"tid\":{},\"ts\":{}.{:03}}}",
+            p.pid,
+            p.pid,
+            t / 1000,
+            t % 1000
+        )?;
+    }
     match m.trace.losses() {
         // Shown by Perfetto and chrome://tracing as the trace's metadata.
         Some(losses) => writeln!(
@@ -64,7 +101,6 @@ struct Chrome<'a, 'm> {
     m: &'a Model<'m>,
     out: Vec<u8>,
     dest: &'a mut dyn Write,
-    pid: u32,
 }
 
 impl Chrome<'_, '_> {
@@ -78,7 +114,7 @@ impl Chrome<'_, '_> {
         write!(
             self.out,
             ",\"cat\":\"{cat}\",\"ph\":\"{ph}\",\"pid\":{},\"tid\":{},\"ts\":{}.{:03}",
-            self.pid,
+            self.m.lanes[lane].pid,
             self.m.lanes[lane].tid,
             t / 1000,
             t % 1000

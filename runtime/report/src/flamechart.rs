@@ -117,10 +117,8 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
         width / 2.0
     )?;
-    escape(
-        out,
-        &format!("bootprof flame chart: pid {}", m.trace.header.pid),
-    )?;
+    let whose = m.whose();
+    escape(out, &format!("bootprof flame chart: {whose}"))?;
     writeln!(out, "</text>")?;
     write!(
         out,
@@ -151,6 +149,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     axis(out, total, chart, height)?;
 
     let mut top = BAND_TOP;
+    let mut marked = std::collections::HashSet::new();
     for (l, spans) in collect.lanes.iter().enumerate() {
         let lane = &m.lanes[l];
         let band = LABEL + f64::from(rows[l]) * ROW;
@@ -168,11 +167,41 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
             Some(n) => format!("{n} (tid {})", lane.tid),
             None => format!("tid {}", lane.tid),
         };
+        let label = match lane.process_label {
+            crate::model::NO_NAME => label,
+            p => format!("{}: {label}", m.text(p)),
+        };
         escape(out, &label)?;
         writeln!(out, "</text>")?;
         let bottom = top + band;
         for s in spans {
             frame(out, m, s, bottom, scale)?;
+        }
+        // Where the process ended, on the band of its first thread: red when it crashed.
+        let first_of_process = lane.process.filter(|&p| marked.insert(p));
+        if let Some(p) = first_of_process.and_then(|p| m.trace.processes.get(p)) {
+            if let Some(t) = p
+                .end_tsc
+                .filter(|_| m.many_processes() || p.ending.crashed())
+            {
+                let x = MARGIN + (m.ns(t).saturating_sub(zero).min(total)) as f64 * scale;
+                let colour = if p.ending.crashed() { "#d00" } else { "#777" };
+                write!(
+                    out,
+                    "<g><title>{}: ",
+                    if p.ending.crashed() {
+                        "crashed"
+                    } else {
+                        "ended"
+                    }
+                )?;
+                escape(out, &p.ending.to_string())?;
+                writeln!(
+                    out,
+                    "</title><line x1=\"{x:.3}\" y1=\"{top}\" x2=\"{x:.3}\" y2=\"{bottom}\" \
+                     stroke=\"{colour}\" stroke-width=\"2\"/></g>"
+                )?;
+            }
         }
         top = bottom + GAP;
     }

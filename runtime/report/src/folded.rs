@@ -4,7 +4,8 @@
 //! on that stack, summed over the trace, in nanoseconds. Lines are sorted; stacks with no self
 //! time are left out (their time is in the lines of their children).
 //!
-//! The first frame is the thread's name (its tid when it has none). A wait shows as a
+//! The first frame is the thread's name (its tid when it has none); in a session of several
+//! processes it is preceded by the process, `exe-pid`. A wait shows as a
 //! `wait:<what>` frame, and the stacks of a thread blamed for it under
 //! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
@@ -70,7 +71,12 @@ pub fn stacks(m: &Model) -> io::Result<Tree> {
         roots: Vec::new(),
     };
     for lane in &m.lanes {
-        let root = sink.child(ROOT, lane.label);
+        // A session's stacks start with their process (`exe-pid`), then the thread.
+        let under = match lane.process_label {
+            crate::model::NO_NAME => ROOT,
+            process => sink.child(ROOT, process),
+        };
+        let root = sink.child(under, lane.label);
         sink.roots.push(root);
     }
     timeline::walk(m, &mut sink)?;

@@ -21,17 +21,21 @@ pub mod error;
 pub mod flamechart;
 pub mod folded;
 pub mod holds;
+pub mod input;
 pub mod list;
 pub mod model;
 pub mod points;
+pub mod process;
 pub mod run;
+pub mod session;
 pub mod summary;
 pub mod text;
 pub mod timeline;
 pub mod trace;
 
 pub use error::{Error, Location, Result};
-pub use trace::{parse_trace, read_trace, Trace, TraceSite, Truncation};
+pub use input::read_trace;
+pub use trace::{parse_trace, read_trace_file, Trace, TraceSite, Truncation};
 
 use std::io::Write;
 use std::path::Path;

@@ -18,6 +18,14 @@ pub type NameId = u32;
 pub struct Lane {
     /// Thread id.
     pub tid: u32,
+    /// The `tid` its records carry (the thread id, unless two processes of a session share it).
+    pub key: u32,
+    /// Its process's pid.
+    pub pid: u32,
+    /// Its process, in a session (an index into the trace's `processes`).
+    pub process: Option<usize>,
+    /// Its process's label (`name-pid`) interned, in a session; else [`NO_NAME`].
+    pub process_label: NameId,
     /// Its name: from its last THREAD record (`BOOTPROF_THREAD(name)`), else from the trace's
     /// thread table (the recorder reads `/proc/.../comm`).
     pub name: Option<String>,
@@ -62,8 +70,8 @@ pub struct Model<'t> {
     site_hook: Vec<bool>,
     /// Per name: whether some EXIT record ends a region of that name.
     has_exit: Vec<bool>,
-    /// Start address and name of every function that holds a site, sorted by address.
-    functions: Vec<(u64, NameId)>,
+    /// Process, start address and name of every function that holds a site, sorted.
+    functions: Vec<(usize, u64, NameId)>,
     no_site: NameId,
     mul: u64,
 }
@@ -161,11 +169,11 @@ impl<'t> Model<'t> {
             m.site_other.push(other_id);
             if !site.function.is_empty() {
                 let start = site.address.wrapping_sub(u64::from(site.func_offset));
-                m.functions.push((start, func_id));
+                m.functions.push((site.process, start, func_id));
             }
         }
         m.functions.sort_unstable();
-        m.functions.dedup_by_key(|f| f.0);
+        m.functions.dedup_by_key(|f| (f.0, f.1));
         m.end_ns = trace.records.last().map_or(0, |r| m.ns(r.tsc));
 
         // One pass: the lanes, their names from THREAD records, which names have EXITs.
@@ -178,8 +186,17 @@ impl<'t> Model<'t> {
                 None => {
                     let l = m.lanes.len();
                     m.lane_of.insert(r.tid, l);
+                    let process = trace.process_of(r.tid);
+                    let process_label = match process {
+                        Some((_, p)) => m.intern(&p.label()),
+                        None => NO_NAME,
+                    };
                     m.lanes.push(Lane {
-                        tid: r.tid,
+                        tid: trace.real_tid(r.tid),
+                        key: r.tid,
+                        pid: process.map_or(trace.header.pid, |(_, p)| p.pid),
+                        process: process.map(|(i, _)| i),
+                        process_label,
                         name: None,
                         label: NO_NAME,
                         first: i,
@@ -218,7 +235,7 @@ impl<'t> Model<'t> {
             thread_names.insert(tid, Some(name));
         }
         for l in 0..m.lanes.len() {
-            let name = thread_names.get(&m.lanes[l].tid).cloned().flatten();
+            let name = thread_names.get(&m.lanes[l].key).cloned().flatten();
             m.lanes[l].name = name;
             let label = m.lanes[l].label_text();
             m.lanes[l].label = m.intern(&label);
@@ -295,13 +312,36 @@ impl<'t> Model<'t> {
         }
     }
 
-    /// The instrumented function that contains `address`: the one with the highest start at or
-    /// below it (functions without sites are unknown, so this is a guess near their ends).
-    pub fn function_at(&self, address: u64) -> Option<NameId> {
+    /// The instrumented function of `lane`'s process that contains `address`: the one with the
+    /// highest start at or below it (functions without sites are unknown, so this is a guess
+    /// near their ends).
+    pub fn function_at(&self, lane: usize, address: u64) -> Option<NameId> {
+        let p = self.lanes[lane].process.unwrap_or(0);
         let i = self
             .functions
-            .partition_point(|&(start, _)| start <= address);
-        i.checked_sub(1).map(|i| self.functions[i].1)
+            .partition_point(|&(q, start, _)| (q, start) <= (p, address));
+        let i = i.checked_sub(1)?;
+        (self.functions[i].0 == p).then(|| self.functions[i].2)
+    }
+
+    /// Whose trace this is, for a report's first line: `pid N`, or `session of N processes (root
+    /// pid P)`.
+    pub fn whose(&self) -> String {
+        let h = &self.trace.header;
+        if self.many_processes() {
+            format!(
+                "session of {} processes (root pid {})",
+                self.trace.processes.len(),
+                h.pid
+            )
+        } else {
+            format!("pid {}", h.pid)
+        }
+    }
+
+    /// Whether the trace is a session of several processes (the reports then show each).
+    pub fn many_processes(&self) -> bool {
+        self.trace.processes.len() > 1
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! A run counts when its frame closed by its own EXIT or was seen to have returned (see
 //! [`timeline`](crate::timeline)); frames still open when the trace ends are left out, as are
-//! waits and the copies of blamed threads' frames.
+//! waits and the copies of blamed threads' frames. A session of several processes gets a table
+//! per process (headed `process exe-pid (how it ended)`), then the total over all of them.
 
 use crate::model::{Model, NameId};
 use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
@@ -32,16 +33,66 @@ pub struct Point {
 
 /// The points of `m`, sorted by total time (longest first, then by name).
 pub fn points(m: &Model) -> io::Result<Vec<(NameId, Point)>> {
-    let mut sink = Points(HashMap::new());
-    timeline::walk(m, &mut sink)?;
-    let mut v: Vec<(NameId, Point)> = sink.0.into_iter().collect();
-    v.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(m.text(a.0).cmp(m.text(b.0))));
-    Ok(v)
+    Ok(points_by_process(m)?.remove(&None).unwrap_or_default())
 }
 
-/// Writes the table.
+/// Points per process (`Some(index)`) and in total (`None`).
+pub type ByProcess = HashMap<Option<usize>, Vec<(NameId, Point)>>;
+
+/// The points of `m` in total (key `None`) and, for a session, per process (key: its index),
+/// each list sorted by total time (longest first, then by name).
+pub fn points_by_process(m: &Model) -> io::Result<ByProcess> {
+    let mut sink = Points(HashMap::new());
+    timeline::walk(m, &mut sink)?;
+    let mut by: HashMap<Option<usize>, HashMap<NameId, Point>> = HashMap::new();
+    for ((lane, name), p) in sink.0 {
+        let process = m.lanes[lane].process;
+        let keys = if m.many_processes() {
+            vec![None, process]
+        } else {
+            vec![None]
+        };
+        for key in keys {
+            let q = by
+                .entry(key)
+                .or_default()
+                .entry(name)
+                .or_insert(Point::EMPTY);
+            q.count += p.count;
+            q.total += p.total;
+            q.min = q.min.min(p.min);
+            q.max = q.max.max(p.max);
+        }
+    }
+    Ok(by
+        .into_iter()
+        .map(|(k, v)| {
+            let mut v: Vec<(NameId, Point)> = v.into_iter().collect();
+            v.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(m.text(a.0).cmp(m.text(b.0))));
+            (k, v)
+        })
+        .collect())
+}
+
+/// Writes the table: in a session of several processes, one per process, then the total.
 pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
-    let points = points(m)?;
+    let mut by = points_by_process(m)?;
+    if m.many_processes() {
+        for (i, p) in m.trace.processes.iter().enumerate() {
+            writeln!(out, "process {} ({})", p.label(), p.ending)?;
+            table(m, &by.remove(&Some(i)).unwrap_or_default(), out)?;
+            writeln!(out)?;
+        }
+        writeln!(out, "all {} processes", m.trace.processes.len())?;
+    }
+    table(m, &by.remove(&None).unwrap_or_default(), out)?;
+    if let Some(losses) = m.trace.losses() {
+        writeln!(out, "not counted: {losses}")?;
+    }
+    Ok(())
+}
+
+fn table(m: &Model, points: &[(NameId, Point)], out: &mut dyn Write) -> io::Result<()> {
     let width = points
         .iter()
         .map(|(n, _)| m.text(*n).chars().count())
@@ -64,7 +115,7 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
         rule(13)
     );
     writeln!(out, "{line}")?;
-    for (name, p) in &points {
+    for (name, p) in points {
         writeln!(
             out,
             "{:<width$} {:>10} {:>7}.{:06} {:>13} {:>13} {:>13}",
@@ -77,19 +128,25 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
             p.max
         )?;
     }
-    writeln!(out, "{line}")?;
-    if let Some(losses) = m.trace.losses() {
-        writeln!(out, "not counted: {losses}")?;
-    }
-    Ok(())
+    writeln!(out, "{line}")
 }
 
-struct Points(HashMap<NameId, Point>);
+impl Point {
+    const EMPTY: Point = Point {
+        count: 0,
+        total: 0,
+        min: u64::MAX,
+        max: 0,
+    };
+}
+
+/// Per (lane, name).
+struct Points(HashMap<(usize, NameId), Point>);
 
 impl Sink for Points {
     fn close(
         &mut self,
-        _lane: usize,
+        lane: usize,
         _below: &[Frame],
         frame: &Frame,
         end: u64,
@@ -99,12 +156,7 @@ impl Sink for Points {
             return Ok(());
         }
         let d = end.saturating_sub(frame.start);
-        let p = self.0.entry(frame.name).or_insert(Point {
-            count: 0,
-            total: 0,
-            min: u64::MAX,
-            max: 0,
-        });
+        let p = self.0.entry((lane, frame.name)).or_insert(Point::EMPTY);
         p.count += 1;
         p.total += d;
         p.min = p.min.min(d);

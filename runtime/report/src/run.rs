@@ -1,13 +1,15 @@
-//! `bootprof run`: takes a program and the probes to enable; starts it with the runtime's
-//! environment (`BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_RECORD`,
-//! `BOOTPROF_OUTPUT`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), waits for it, and hands on its exit
-//! code and the trace file it should have left.
+//! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
+//! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
+//! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_KEEP`,
+//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), which every process of its tree that carries the runtime
+//! inherits, waits for it as the tree's subreaper (writing how each process it reaps ended into
+//! its lane), and hands on its exit code and the session.
 
+use bootprof_format::lane::{field, End, Keep, SessionHeader};
 use bootprof_format::pattern::{self, Pattern};
 use bootprof_format::Kind;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 
 /// How enabled sites fire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,6 +30,27 @@ impl Mode {
     }
 }
 
+/// What a session keeps (`--keep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeepArg {
+    /// The first records (boot).
+    Start,
+    /// Each thread's last records (a flight recorder).
+    Last,
+    /// Every record.
+    All,
+}
+
+impl KeepArg {
+    fn keep(self) -> Keep {
+        match self {
+            KeepArg::Start => Keep::Start,
+            KeepArg::Last => Keep::Last,
+            KeepArg::All => Keep::All,
+        }
+    }
+}
+
 /// What to run and how (the arguments of `bootprof run`).
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
@@ -42,10 +65,15 @@ pub struct RunOptions {
     /// How enabled sites fire.
     #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
-    /// The trace file.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// The session directory to create (it must not exist); default `bootprof.<pid>.session`.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Capacity of the event log, in records.
+    /// Which records to keep when there are more than the buffer holds: the first ones (start),
+    /// each thread's last ones (last, a flight recorder), or all of them (all, as long as the
+    /// file system has room).
+    #[arg(long, value_enum, default_value = "start")]
+    pub keep: KeepArg,
+    /// Capacity of the event log, in records (per thread with --keep last).
     #[arg(long, value_name = "RECORDS")]
     pub buffer: Option<usize>,
     /// Print the profile-point table to stderr when the program exits.
@@ -56,15 +84,15 @@ pub struct RunOptions {
     pub command: Vec<OsString>,
 }
 
-/// Runs the program with the recorder's environment and waits for it; returns its exit code (a
-/// shell's: 128 + signal when killed). A missing trace afterwards is reported on stderr.
+/// Runs the program in a new session and waits for it; returns its exit code (a shell's: 128 +
+/// signal when killed). A session without any process in it is reported on stderr.
 pub fn run(options: RunOptions) -> Result<i32, String> {
-    use std::os::unix::process::ExitStatusExt;
     let RunOptions {
         enable,
         notrace,
         mode,
         output,
+        keep,
         buffer,
         points,
         command,
@@ -74,16 +102,20 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     } else {
         enable.join(",")
     };
+    let dir =
+        output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{}.session", std::process::id())));
+    let mut session = Session::create(&dir, keep.keep())?;
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..])
+        .env("BOOTPROF_SESSION", &session.dir)
         .env("BOOTPROF_ENABLE", patterns)
         .env("BOOTPROF_MODE", mode.name())
-        .env("BOOTPROF_RECORD", "1");
+        .env("BOOTPROF_KEEP", keep.keep().name())
+        // One process's trace file is not what a session is: every process writes its lane.
+        .env_remove("BOOTPROF_OUTPUT")
+        .env_remove("BOOTPROF_RECORD");
     if !notrace.is_empty() {
         cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
-    }
-    if let Some(o) = &output {
-        cmd.env("BOOTPROF_OUTPUT", o);
     }
     if let Some(b) = buffer {
         cmd.env("BOOTPROF_BUFFER", b.to_string());
@@ -91,46 +123,221 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     if points {
         cmd.env("BOOTPROF_POINTS", "1");
     }
-    let mut child = cmd
+    // Orphaned descendants come to us, so their ends are known too.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let child = cmd
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", command[0].to_string_lossy()))?;
-    let pid = child.id();
-    let status = child.wait().map_err(|e| e.to_string())?;
-    let trace = output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{pid}.trace")));
-    if !trace.exists() {
+    let root = child.id();
+    session.started(root);
+    let status = session.wait_for(root);
+    session.finish(status);
+    let lanes = session.lanes();
+    if lanes == 0 {
         eprintln!(
-            "bootprof: no trace was written ({}): {}",
-            trace.display(),
-            why_no_trace(&command[0], status, &trace)
+            "bootprof: no process recorded into the session {}: {}",
+            dir.display(),
+            why_no_trace(&command[0], status)
+        );
+    } else {
+        eprintln!(
+            "bootprof: session {} ({lanes} process{} recorded); read it with `bootprof report {}`",
+            dir.display(),
+            if lanes == 1 { "" } else { "es" },
+            dir.display()
         );
     }
-    for line in unmatched_patterns(&enable, &notrace, &trace, &command[0]) {
+    for line in unmatched_patterns(&enable, &notrace, &dir, &command[0]) {
         eprintln!("bootprof: {line}");
     }
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(match status {
+        Status::Exit(code) => code,
+        Status::Signal(sig) => 128 + sig,
+    })
 }
 
-/// Why `program`, which ended with `status`, left no trace at `trace`: the first of these that
-/// holds. It was killed by a signal (the trace is written at exit); the trace's directory cannot
-/// be written; the program has no site table, or no runtime to record with; else it ended
-/// without the runtime's exit (`_exit`, `exec`).
-fn why_no_trace(program: &OsStr, status: ExitStatus, trace: &Path) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(signal) = status.signal() {
-        return format!(
-            "the program was killed by signal {signal} ({}) before it could write it at exit",
-            signal_name(signal)
-        );
+/// How a process ended, as `waitpid` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Exit(i32),
+    Signal(i32),
+}
+
+impl Status {
+    fn of(raw: libc::c_int) -> Option<Status> {
+        if libc::WIFEXITED(raw) {
+            Some(Status::Exit(libc::WEXITSTATUS(raw)))
+        } else if libc::WIFSIGNALED(raw) {
+            Some(Status::Signal(libc::WTERMSIG(raw)))
+        } else {
+            None
+        }
     }
-    let dir = match trace.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Err(e) = tempfile::tempfile_in(dir) {
-        return format!("its directory {} cannot be written ({e})", dir.display());
+
+    fn lane_end(self) -> (End, u32) {
+        match self {
+            Status::Exit(c) => (End::Exit, c as u32),
+            Status::Signal(s) => (End::Signal, s as u32),
+        }
     }
+}
+
+/// The session directory `bootprof run` owns, and its `session` file.
+struct Session {
+    /// Absolute, so processes that change directory still find it.
+    dir: PathBuf,
+    file: std::fs::File,
+    header: SessionHeader,
+}
+
+impl Session {
+    /// Creates `dir` (never one that exists, readable by its user only) and its session file.
+    fn create(dir: &Path, keep: Keep) -> Result<Session, String> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => format!(
+                    "{}: already exists; a session goes into a new directory (remove it, or \
+                     choose another with -o)",
+                    dir.display()
+                ),
+                _ => format!("cannot create the session directory {}: {e}", dir.display()),
+            })?;
+        let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join("session"))
+            .map_err(|e| format!("{}: {e}", dir.join("session").display()))?;
+        let header = SessionHeader {
+            boot_id: boot_id(),
+            start: crate::session::clocks_now(),
+            keep: keep as u32,
+            ..SessionHeader::default()
+        };
+        let mut s = Session { dir, file, header };
+        s.write();
+        Ok(s)
+    }
+
+    fn write(&mut self) {
+        use std::os::unix::fs::FileExt;
+        // A session file that cannot be written costs the report its exact TSC rate only.
+        let _ = self.file.write_all_at(&self.header.encode(), 0);
+    }
+
+    fn started(&mut self, root: u32) {
+        self.header.root_pid = root;
+        self.write();
+    }
+
+    /// Reaps every process that ends until `root` does (orphans come here too), writing each
+    /// one's end into its lane; then the orphans that have ended already.
+    fn wait_for(&mut self, root: u32) -> Status {
+        let mut root_status = None;
+        loop {
+            let mut raw = 0;
+            let flags = if root_status.is_some() {
+                libc::WNOHANG
+            } else {
+                0
+            };
+            // SAFETY: waitpid writes the status we own.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, flags) };
+            if pid <= 0 {
+                if pid < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                    continue;
+                }
+                break;
+            }
+            let Some(status) = Status::of(raw) else {
+                continue;
+            };
+            self.reaped(pid as u32, status);
+            if pid as u32 == root {
+                root_status = Some(status);
+            }
+        }
+        root_status.unwrap_or(Status::Exit(0))
+    }
+
+    /// Writes how `pid` ended into its newest lane (an `exec` leaves older lanes of one pid).
+    fn reaped(&self, pid: u32, status: Status) {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let prefix = format!("{pid}.");
+        let newest = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let n: u32 = name
+                    .strip_prefix(&prefix)?
+                    .strip_suffix(".lane")?
+                    .parse()
+                    .ok()?;
+                Some((n, e.path()))
+            })
+            .max();
+        let Some((_, path)) = newest else {
+            return;
+        };
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        else {
+            return;
+        };
+        let (kind, code) = status.lane_end();
+        let mut end = [0u8; 8];
+        end[..4].copy_from_slice(&(kind as u32).to_le_bytes());
+        end[4..].copy_from_slice(&code.to_le_bytes());
+        let _ = file.write_all_at(&end, field::REAPED_KIND as u64);
+        let mut tsc = [0u8; 8];
+        if file.read_exact_at(&mut tsc, field::END_TSC as u64).is_ok() && tsc == [0; 8] {
+            let _ = file.write_all_at(
+                &crate::session::clocks_now().0.to_le_bytes(),
+                field::END_TSC as u64,
+            );
+        }
+    }
+
+    fn finish(&mut self, root: Status) {
+        self.header.end = crate::session::clocks_now();
+        let (kind, code) = root.lane_end();
+        self.header.root_end = (kind as u32, code);
+        self.write();
+    }
+
+    /// Lane files in the session.
+    fn lanes(&self) -> usize {
+        std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "lane"))
+            .count()
+    }
+}
+
+/// The kernel's boot id, as lanes store it.
+fn boot_id() -> [u8; 16] {
+    crate::session::current_boot_id().unwrap_or_default()
+}
+
+/// Why `program`, which ended with `status`, left no lane in its session: the program has no
+/// site table, or no runtime to record with; else it ended before the runtime started.
+fn why_no_trace(program: &OsStr, status: Status) -> String {
     let Some(path) = find_program(program) else {
         return format!("`{}` was not found to check it", program.to_string_lossy());
     };
@@ -142,9 +349,11 @@ fn why_no_trace(program: &OsStr, status: ExitStatus, trace: &Path) -> String {
             path.display()
         ),
         Ok(_) => format!(
-            "the program (exit status {}) ended without the runtime's exit handler: it left \
-             through _exit or exec, or changed BOOTPROF_OUTPUT",
-            status.code().unwrap_or(0)
+            "the program ({}) ended before its runtime started recording",
+            match status {
+                Status::Exit(c) => format!("exit status {c}"),
+                Status::Signal(s) => format!("killed by {}", crate::process::signal_name(s as u32)),
+            }
         ),
     }
 }
@@ -174,26 +383,6 @@ fn has_runtime(path: &Path) -> bool {
         .any(|s| s.is_definition() && s.name() == Ok("bootprof_register"))
 }
 
-/// The usual name of `signal`.
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        5 => "SIGTRAP",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        _ => "a signal",
-    }
-}
-
 /// A site as patterns see it: probes by `provider:name`, hooks by their function, and the
 /// `BOOTPROF_ENTER()`/`EXIT()` annotations (provider `bootprof`) by their function too.
 struct SiteName {
@@ -218,7 +407,7 @@ fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
         },
         function: (provider == "bootprof").then(|| function.to_string()),
     };
-    if let Ok(t) = crate::trace::read_trace(trace) {
+    if let Ok(t) = crate::input::read_trace(trace) {
         return t
             .sites
             .iter()

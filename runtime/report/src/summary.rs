@@ -1,6 +1,8 @@
 //! `--format summary`: takes a [`Model`]; hands on a one-screen overview: the trace's size and
 //! span, the threads, the top functions (and annotated regions) by inclusive and by self time,
-//! the events by count, and the longest waits with the thread blamed for each.
+//! the events by count, and the longest waits with the thread blamed for each. A session adds a
+//! line per process (parent, start, end, how it ended, records, its top function by self time,
+//! what it lost); the tables are over all processes.
 //!
 //! Inclusive time counts a function once however deeply it recurses (only its outermost open
 //! frame on a thread); self time is a frame's time minus the frames directly inside it,
@@ -33,16 +35,32 @@ pub struct Totals {
     pub functions: HashMap<NameId, Usage>,
     /// Events.
     pub events: HashMap<NameId, u64>,
+    /// Per process of a session (by its index), its functions.
+    pub processes: HashMap<usize, HashMap<NameId, Usage>>,
 }
 
 /// Adds up `m`'s functions and events.
 pub fn totals(m: &Model) -> io::Result<Totals> {
-    let mut sink = Totals {
+    let mut sink = Tally {
         functions: HashMap::new(),
         events: HashMap::new(),
+        processes: HashMap::new(),
+        lane_process: m.lanes.iter().map(|l| l.process).collect(),
     };
     timeline::walk(m, &mut sink)?;
-    Ok(sink)
+    Ok(Totals {
+        functions: sink.functions,
+        events: sink.events,
+        processes: sink.processes,
+    })
+}
+
+/// What [`totals`] adds up while walking.
+struct Tally {
+    functions: HashMap<NameId, Usage>,
+    events: HashMap<NameId, u64>,
+    processes: HashMap<usize, HashMap<NameId, Usage>>,
+    lane_process: Vec<Option<usize>>,
 }
 
 impl Totals {
@@ -55,10 +73,10 @@ impl Totals {
     }
 }
 
-impl Sink for Totals {
+impl Sink for Tally {
     fn close(
         &mut self,
-        _lane: usize,
+        lane: usize,
         below: &[Frame],
         frame: &Frame,
         end: u64,
@@ -68,14 +86,24 @@ impl Sink for Totals {
             return Ok(());
         }
         let total = end.saturating_sub(frame.start);
-        let u = self.functions.entry(frame.name).or_default();
-        u.calls += 1;
-        u.self_time += total.saturating_sub(frame.children);
         let recursive = below
             .iter()
             .any(|f| f.name == frame.name && f.kind == FrameKind::Function && !f.mirrored);
-        if !recursive {
-            u.inclusive += total;
+        let add = |u: &mut Usage| {
+            u.calls += 1;
+            u.self_time += total.saturating_sub(frame.children);
+            if !recursive {
+                u.inclusive += total;
+            }
+        };
+        add(self.functions.entry(frame.name).or_default());
+        if let Some(p) = self.lane_process[lane] {
+            add(self
+                .processes
+                .entry(p)
+                .or_default()
+                .entry(frame.name)
+                .or_default());
         }
         Ok(())
     }
@@ -88,15 +116,56 @@ impl Sink for Totals {
     }
 }
 
+/// The processes of a session, one line each: pid, parent, start and end (ms), how it ended,
+/// records, its function with the most self time, and what it lost.
+fn processes(m: &Model, totals: &Totals, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "\nprocesses")?;
+    writeln!(
+        out,
+        "  {:>8}  {:>8}  {:<24} {:>12} {:>12}  {:<28} {:>10}  top self time",
+        "pid", "parent", "name", "start ms", "end ms", "ended", "records"
+    )?;
+    for (i, p) in m.trace.processes.iter().enumerate() {
+        let name = p.exe.rsplit('/').next().unwrap_or("?");
+        let top = totals.processes.get(&i).and_then(|f| {
+            f.iter()
+                .max_by(|a, b| {
+                    a.1.self_time
+                        .cmp(&b.1.self_time)
+                        .then(m.text(*b.0).cmp(m.text(*a.0)))
+                })
+                .map(|(n, u)| format!("{} ({} ms)", m.text(*n), millis(u.self_time)))
+        });
+        writeln!(
+            out,
+            "  {:>8}  {:>8}  {:<24} {:>12} {:>12}  {:<28} {:>10}  {}{}",
+            p.pid,
+            p.ppid,
+            name,
+            millis(m.ns(p.start_tsc)),
+            p.end_tsc.map_or("-".to_string(), |t| millis(m.ns(t))),
+            p.ending.to_string(),
+            p.records,
+            top.unwrap_or_else(|| "-".into()),
+            p.losses().map(|l| format!("; {l}")).unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
 /// Writes the summary, showing `options.top` rows per table.
 pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Result<()> {
     let h = &m.trace.header;
     let totals = totals(m)?;
+    let whose = if m.many_processes() {
+        format!("a {}", m.whose())
+    } else {
+        m.whose()
+    };
     writeln!(
         out,
-        "bootprof trace of pid {}: {} records ({} dropped), {} threads, {} ms from the start to \
+        "bootprof trace of {whose}: {} records ({} dropped), {} threads, {} ms from the start to \
          the last record",
-        h.pid,
         m.trace.records.len(),
         h.dropped,
         m.lanes.len(),
@@ -104,6 +173,9 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     )?;
     if let Some(cut) = &m.trace.truncated {
         writeln!(out, "the trace file was {cut}")?;
+    }
+    if !m.trace.processes.is_empty() {
+        processes(m, &totals, out)?;
     }
     writeln!(out, "\nthreads")?;
     for l in &m.lanes {

@@ -15,6 +15,11 @@
 //! contains it), for annotated regions the region open below it on the same thread. Other
 //! records show their kind and name: `EXIT f`, `EVENT app:start arg=0x7`, `WAIT root`,
 //! `UNWAIT root`, `HOLD root`, `RELEASE root`, `THREAD worker`.
+//!
+//! A session of several processes adds a TGID column (the process id, as ftrace's `record-tgid`
+//! option does), a header line per process (its parent, how it ended, its records and losses)
+//! and a `PROCESS END` line where each process ended (`exit 0`, `killed by SIGSEGV`, ...); a
+//! single process gets that line only when it crashed.
 
 use crate::model::{Model, NameId};
 use bootprof_format::trace::RecordKind;
@@ -31,10 +36,10 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
     let h = &m.trace.header;
     writeln!(out, "# tracer: bootprof")?;
     writeln!(out, "#")?;
+    let whose = m.whose();
     writeln!(
         out,
-        "# pid {}, {} threads, {} records ({} dropped), TSC {} Hz",
-        h.pid,
+        "# {whose}, {} threads, {} records ({} dropped), TSC {} Hz",
         m.lanes.len(),
         m.trace.records.len(),
         h.dropped,
@@ -43,17 +48,66 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
     if let Some(cut) = &m.trace.truncated {
         writeln!(out, "# the trace file was {cut}")?;
     }
+    let many = m.many_processes();
+    for p in &m.trace.processes {
+        writeln!(
+            out,
+            "# process {} (parent {}): {}, {} records{}",
+            p.label(),
+            p.ppid,
+            p.ending,
+            p.records,
+            p.losses().map(|l| format!(", {l}")).unwrap_or_default()
+        )?;
+    }
     writeln!(out, "#")?;
-    writeln!(
-        out,
-        "#           TASK-PID      CPU#     TIMESTAMP  FUNCTION"
-    )?;
-    writeln!(out, "#              | |          |          |         |")?;
+    if many {
+        writeln!(
+            out,
+            "#           TASK-PID      TGID    CPU#     TIMESTAMP  FUNCTION"
+        )?;
+        writeln!(
+            out,
+            "#              | |          |        |          |         |"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "#           TASK-PID      CPU#     TIMESTAMP  FUNCTION"
+        )?;
+        writeln!(out, "#              | |          |          |         |")?;
+    }
+    let task = |name: Option<&str>, tid: u32, pid: u32| {
+        let t = format!("{:>16}-{:<7}", name.unwrap_or("<...>"), tid);
+        if many {
+            format!("{t} ({pid:>7})")
+        } else {
+            t
+        }
+    };
     let tasks: Vec<String> = m
         .lanes
         .iter()
-        .map(|l| format!("{:>16}-{:<7}", l.name.as_deref().unwrap_or("<...>"), l.tid))
+        .map(|l| task(l.name.as_deref(), l.tid, l.pid))
         .collect();
+    // Where each process of a session ended, in time order, to be shown among the records.
+    let mut ends: Vec<(u64, String, String)> = m
+        .trace
+        .processes
+        .iter()
+        .filter(|p| many || p.ending.crashed())
+        .filter_map(|p| {
+            let t = p.end_tsc?;
+            let name = p.exe.rsplit('/').next().unwrap_or("?");
+            Some((
+                t,
+                task(Some(name), p.pid, p.pid),
+                format!("PROCESS END {}", p.ending),
+            ))
+        })
+        .collect();
+    ends.sort();
+    let mut ends = ends.into_iter().peekable();
     let mut stacks: Vec<Vec<NameId>> = vec![Vec::new(); m.lanes.len()];
     let mut last_tid = None;
     let mut lane = 0;
@@ -61,6 +115,9 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
         if last_tid != Some(r.tid) {
             lane = m.lane(r.tid);
             last_tid = Some(r.tid);
+        }
+        while let Some((t, task, what)) = ends.next_if(|e| e.0 < r.tsc) {
+            end_line(out, m.ns(t), &task, &what)?;
         }
         let ns = m.ns(r.tsc);
         write!(
@@ -78,7 +135,7 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
                 out.write_all(text.as_bytes())?;
                 if m.is_hook(r) {
                     if r.arg != 0 {
-                        match m.function_at(r.arg) {
+                        match m.function_at(lane, r.arg) {
                             Some(p) => write!(out, " <-{}", m.text(p))?,
                             None => write!(out, " <-{:#x}", r.arg)?,
                         }
@@ -109,7 +166,21 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
             out.clear();
         }
     }
+    for (t, task, what) in ends {
+        end_line(out, m.ns(t), &task, &what)?;
+    }
     dest.write_all(&out[..])
 }
 
 const FLUSH_AT: usize = 1 << 16;
+
+/// The line where a process of a session ended: `PROCESS END exit 0`, `PROCESS END killed by
+/// SIGSEGV`, ...
+fn end_line(out: &mut Vec<u8>, ns: u64, task: &str, what: &str) -> io::Result<()> {
+    writeln!(
+        out,
+        "{task} [000] {:>6}.{:06}: {what}",
+        ns / 1_000_000_000,
+        ns % 1_000_000_000 / 1000
+    )
+}

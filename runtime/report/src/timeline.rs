@@ -195,7 +195,7 @@ impl<S: Sink> Walker<'_, '_, S> {
             RecordKind::Enter => {
                 let name = m.name(r);
                 if m.is_hook(r) && r.arg != 0 && self.lanes[lane].hidden == 0 {
-                    if let Some(parent) = m.function_at(r.arg) {
+                    if let Some(parent) = m.function_at(lane, r.arg) {
                         self.return_to(lane, parent, t)?;
                     }
                 }

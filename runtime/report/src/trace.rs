@@ -35,6 +35,14 @@ pub struct Trace {
     pub records: Vec<Record>,
     /// Where the file was cut short, if it was.
     pub truncated: Option<Truncation>,
+    /// The processes of a session, in the order they started (empty for a single trace file,
+    /// whose process is the header's pid).
+    pub processes: Vec<crate::process::Process>,
+    /// For a session: each thread's key (a record's `tid`) -> its process (an index into
+    /// `processes`) and its real thread id. Keys are real tids unless two processes share one.
+    pub thread_process: std::collections::HashMap<u32, (usize, u32)>,
+    /// Parts of a session that could not be read (one line each).
+    pub problems: Vec<String>,
 }
 
 /// How a trace file was cut short; everything before the cut was read.
@@ -78,12 +86,27 @@ impl Trace {
             .truncated
             .as_ref()
             .map(|c| format!("the trace file was {c}"));
-        match (dropped, cut) {
-            (None, None) => None,
-            (Some(d), None) => Some(d),
-            (None, Some(c)) => Some(c),
-            (Some(d), Some(c)) => Some(format!("{d}; {c}")),
-        }
+        let mut parts: Vec<String> = if self.processes.is_empty() {
+            dropped.into_iter().chain(cut).collect()
+        } else {
+            self.processes
+                .iter()
+                .filter_map(|p| Some(format!("{}: {}", p.label(), p.losses()?)))
+                .collect()
+        };
+        parts.extend(self.problems.iter().cloned());
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The process of the thread keyed `tid` (a session's), if the trace is a session.
+    pub fn process_of(&self, tid: u32) -> Option<(usize, &crate::process::Process)> {
+        let &(p, _) = self.thread_process.get(&tid)?;
+        Some((p, self.processes.get(p)?))
+    }
+
+    /// The real thread id of the thread keyed `tid`.
+    pub fn real_tid(&self, tid: u32) -> u32 {
+        self.thread_process.get(&tid).map_or(tid, |&(_, t)| t)
     }
 }
 
@@ -104,11 +127,13 @@ pub struct TraceSite {
     pub address: u64,
     /// The runtime's site id.
     pub id: u32,
+    /// The process it belongs to (an index into [`Trace::processes`]; 0 for a single trace).
+    pub process: usize,
 }
 
-/// Reads and checks the trace at `path`. The records are read in pieces straight into the
+/// Reads and checks the single trace file at `path` (see `crate::input` for sessions too). The records are read in pieces straight into the
 /// trace, so reading needs little memory beyond the trace itself.
-pub fn read_trace(path: &Path) -> Result<Trace> {
+pub fn read_trace_file(path: &Path) -> Result<Trace> {
     use std::io::Read;
     let file_name = path.display().to_string();
     let io = |e| Error::io(path, e);
@@ -201,6 +226,7 @@ fn parse_front(
             func_offset: entry.func_offset,
             address: entry.address,
             id: entry.id,
+            process: 0,
         });
     }
     let thread_bytes = &data[upto(layout.threads_at)..upto(layout.strings_at)];
@@ -218,6 +244,9 @@ fn parse_front(
         threads,
         records: Vec::with_capacity(records),
         truncated: layout.truncation(&header, len),
+        processes: Vec::new(),
+        thread_process: Default::default(),
+        problems: Vec::new(),
     })
 }
 
@@ -645,7 +674,7 @@ mod tests {
         let name = path.display().to_string();
         for n in (0..data.len()).chain([data.len()]) {
             std::fs::write(&path, &data[..n]).unwrap();
-            let read = read_trace(&path).map_err(|e| e.to_string());
+            let read = read_trace_file(&path).map_err(|e| e.to_string());
             let parsed = parse_trace(&data[..n], &name).map_err(|e| e.to_string());
             assert_eq!(read, parsed, "cut at {n}");
         }

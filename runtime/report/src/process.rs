@@ -1,0 +1,138 @@
+//! A process of a session as the reports see it: takes what its lane says; hands on its pid,
+//! parent, executable, span, how it ended and what it lost.
+
+use bootprof_format::lane::{Keep, CHUNK_SIZE};
+
+/// One process of a session (one lane: an `exec` starts a new one with the same pid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// The lane's file name.
+    pub lane: String,
+    /// The executable's path.
+    pub exe: String,
+    /// The command line.
+    pub args: Vec<String>,
+    /// TSC when its lane was made (its start, as far as the trace goes).
+    pub start_tsc: u64,
+    /// TSC at its end, if known; else that of its last record.
+    pub end_tsc: Option<u64>,
+    /// How it ended.
+    pub ending: Ending,
+    /// What its lane kept.
+    pub keep: Keep,
+    /// Records read.
+    pub records: u64,
+    /// Records it dropped (buffer full, or the file system full).
+    pub dropped: u64,
+    /// Records being written when it stopped (their commit byte missing), ignored.
+    pub torn: u64,
+    /// Records older than its ring kept (keep-last), overwritten.
+    pub overwritten: u64,
+    /// Chunks or slots that make no sense (damage), ignored.
+    pub damaged: u64,
+    /// Bytes of chunks it claimed that its lane file does not hold (the file was cut short).
+    pub cut_bytes: u64,
+}
+
+impl Process {
+    /// `name-pid`, as the reports label a process: the executable's file name and the pid.
+    pub fn label(&self) -> String {
+        let name = self.exe.rsplit('/').next().filter(|n| !n.is_empty());
+        format!("{}-{}", name.unwrap_or("?"), self.pid)
+    }
+
+    /// What the process lost, in one line, if anything.
+    pub fn losses(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.dropped > 0 {
+            parts.push(format!("{} records dropped (buffer full)", self.dropped));
+        }
+        if self.overwritten > 0 {
+            parts.push(format!(
+                "{} older records overwritten (keep last)",
+                self.overwritten
+            ));
+        }
+        if self.torn > 0 {
+            parts.push(format!(
+                "{} records were being written when it stopped",
+                self.torn
+            ));
+        }
+        if self.damaged > 0 {
+            parts.push(format!("{} damaged chunks or slots", self.damaged));
+        }
+        if self.cut_bytes > 0 {
+            parts.push(format!(
+                "its lane file was cut short: the last {} bytes ({} chunks) of what it recorded \
+                 are missing",
+                self.cut_bytes,
+                self.cut_bytes.div_ceil(CHUNK_SIZE as u64)
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited with this status.
+    Exit(u32),
+    /// This signal ended it.
+    Signal(u32),
+    /// It `exec`ed another program that carries the runtime (the next lane of its pid).
+    Exec,
+    /// It still runs.
+    Running,
+    /// It is gone without a word: its exit handlers did not run and no fatal signal it could
+    /// catch ended it (`_exit`, SIGKILL, the OOM killer, or `exec` of a program without the
+    /// runtime).
+    Vanished,
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Exit(code) => write!(f, "exit {code}"),
+            Ending::Signal(sig) => write!(f, "killed by {}", signal_name(*sig)),
+            Ending::Exec => f.write_str("exec"),
+            Ending::Running => f.write_str("still running"),
+            Ending::Vanished => f.write_str("ended without exit handlers (_exit, SIGKILL or exec)"),
+        }
+    }
+}
+
+impl Ending {
+    /// Whether it ended abnormally (a signal, or vanished): the reports mark where.
+    pub fn crashed(self) -> bool {
+        matches!(self, Ending::Signal(_) | Ending::Vanished)
+    }
+}
+
+/// The usual name of `signal`.
+pub fn signal_name(signal: u32) -> String {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}

@@ -1,0 +1,505 @@
+//! Reading a recording session: takes a session directory (or one lane file) as the runtime and
+//! `bootprof run` left it (layout in `bootprof_format::lane`), at any moment: after every process
+//! ended, however it ended, or while some still run; hands on one [`Trace`] holding every
+//! process, each with its own sites and threads, and the [`Process`] list.
+//!
+//! Nothing in a lane is trusted: every chunk, blob and entry is bounds-checked, a record whose
+//! commit byte is missing is counted (torn) and skipped, a chunk of an unknown type is counted
+//! (damaged). A lane whose header cannot be trusted is left out with a problem line saying why;
+//! the other processes are still read.
+
+use crate::error::{Error, Location, Result};
+pub use crate::process::{signal_name, Ending, Process};
+use crate::trace::{Trace, TraceSite};
+use bootprof_format::lane::{
+    self as fmt, field, Chunk, End, Keep, LaneHeader, Meta, SessionHeader, CHUNK_SIZE,
+    LANE_HEADER_SIZE,
+};
+use bootprof_format::trace::{Record, RecordKind, TraceHeader};
+use bootprof_format::Kind;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Whether `path` is a session directory or a lane file (not a single trace file).
+pub fn is_session(path: &Path) -> bool {
+    if path.is_dir() {
+        return true;
+    }
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| magic == fmt::LANE_MAGIC)
+}
+
+/// What one lane holds.
+struct LaneData {
+    header: LaneHeader,
+    process: Process,
+    sites: HashMap<u32, TraceSite>,
+    threads: HashMap<u32, String>,
+    /// (tid, record with the lane's site id).
+    records: Vec<(u32, fmt::SlotRecord)>,
+}
+
+/// Reads the session in `path` (a directory), or the one lane file `path`.
+pub fn read_session(path: &Path) -> Result<Trace> {
+    let (dir, files) = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| Error::io(path, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "lane"))
+            .collect();
+        files.sort();
+        (path.to_path_buf(), files)
+    } else {
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        (dir, vec![path.to_path_buf()])
+    };
+    let session = std::fs::read(dir.join("session"))
+        .ok()
+        .and_then(|b| SessionHeader::decode(&b).ok());
+    let mut problems = Vec::new();
+    let mut lanes = Vec::new();
+    for f in &files {
+        match read_lane(&dir, f) {
+            Ok(l) => lanes.push(l),
+            Err(e) => problems.push(format!("left out: {e}")),
+        }
+    }
+    if lanes.is_empty() {
+        let what = if files.is_empty() {
+            "holds no lane files: no process that carries the bootprof runtime ran in it (was \
+             the program linked by bootprof-link?)"
+                .to_string()
+        } else {
+            problems.join("; ")
+        };
+        return Err(Error::Malformed {
+            at: Location::file(path.display().to_string()),
+            format: "session",
+            what,
+        });
+    }
+    lanes.sort_by_key(|l| (l.process.start_tsc, l.process.pid));
+    settle_endings(&mut lanes, session.as_ref());
+    let hz = tsc_hz(&lanes, session.as_ref());
+    Ok(merge(lanes, hz, session.as_ref(), problems))
+}
+
+/// Reads one lane file of the session in `dir`.
+fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: a read-only map of a file we only read; a writer still running changes only
+    // bytes nothing here trusts.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let padded;
+    let mut bytes = &map[..];
+    let header = LaneHeader::decode(bytes).map_err(|what| Error::Malformed {
+        at: Location {
+            section: Some("lane header".into()),
+            offset: Some(0),
+            ..Location::file(&name)
+        },
+        format: "lane",
+        what: what.into(),
+    })?;
+    let keep = Keep::from_u32(header.keep).unwrap_or(Keep::Start);
+    // A file cut short: the chunks it holds are read, the one it ends in up to the cut.
+    let expected =
+        (LANE_HEADER_SIZE as u64).saturating_add(header.claimed.saturating_mul(CHUNK_SIZE as u64));
+    let cut_bytes = expected.saturating_sub(bytes.len() as u64);
+    if cut_bytes > 0 && (bytes.len() - LANE_HEADER_SIZE) % CHUNK_SIZE != 0 {
+        let mut v = bytes.to_vec();
+        v.resize(bytes.len().next_multiple_of(CHUNK_SIZE), 0);
+        padded = v;
+        bytes = &padded;
+    }
+    let exe_area = &bytes[field::EXE..LANE_HEADER_SIZE];
+    let exe = String::from_utf8_lossy(fmt::c_string(exe_area, 0, exe_area.len())).into_owned();
+    let args = exe_area[exe.len().min(exe_area.len() - 1) + 1..]
+        .split(|&b| b == 0)
+        .take_while(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let chunks = chunks_of(bytes, header.claimed);
+    let mut lane = LaneData {
+        process: Process {
+            pid: header.pid,
+            ppid: header.ppid,
+            lane: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            exe,
+            args,
+            start_tsc: header.start_tsc,
+            end_tsc: None,
+            ending: Ending::Vanished,
+            keep,
+            records: 0,
+            dropped: header.dropped,
+            torn: 0,
+            overwritten: 0,
+            damaged: 0,
+            cut_bytes,
+        },
+        header,
+        sites: HashMap::new(),
+        threads: HashMap::new(),
+        records: Vec::new(),
+    };
+    let header = lane.header.clone();
+    inherit_metadata(dir, &header, bytes, &mut lane, 0);
+    read_chunks(chunks, &mut lane);
+    Ok(lane)
+}
+
+/// The chunks of a lane's bytes: those claimed that the file holds.
+fn chunks_of(bytes: &[u8], claimed: u64) -> &[u8] {
+    let have = (bytes.len().saturating_sub(LANE_HEADER_SIZE) / CHUNK_SIZE) as u64;
+    let n = claimed.min(have) as usize;
+    &bytes[LANE_HEADER_SIZE..LANE_HEADER_SIZE + n * CHUNK_SIZE]
+}
+
+/// A fork child's lane names its parent's: the sites and thread names the parent described
+/// before the fork are the child's too (read from the parent's first chunks, and its parent's).
+fn inherit_metadata(
+    dir: &Path,
+    header: &LaneHeader,
+    bytes: &[u8],
+    lane: &mut LaneData,
+    depth: u32,
+) {
+    let parent = fmt::c_string(bytes, field::PARENT_LANE, 64);
+    if parent.is_empty() || depth > 64 || parent.contains(&b'/') {
+        return;
+    }
+    let path = dir.join(String::from_utf8_lossy(parent).as_ref());
+    let Ok(data) = std::fs::read(&path) else {
+        return;
+    };
+    let Ok(ph) = LaneHeader::decode(&data) else {
+        return;
+    };
+    inherit_metadata(dir, &ph, &data, lane, depth + 1);
+    let upto = header.parent_chunks.min(ph.claimed);
+    let chunks = chunks_of(&data, upto);
+    let mut k = 0;
+    while k < chunks.len() / CHUNK_SIZE {
+        k += read_meta_at(chunks, k, lane).max(1);
+    }
+}
+
+/// Reads the metadata blob starting at chunk `k` of `chunks` into `lane` if there is one;
+/// returns the chunks it spans (0 if chunk `k` is no metadata chunk).
+fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
+    let at = k * CHUNK_SIZE;
+    let Chunk::Meta { len } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) else {
+        return 0;
+    };
+    let start = at + fmt::CHUNK_HEADER_SIZE;
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|l| start.checked_add(l))
+        .filter(|&e| e <= chunks.len());
+    let Some(end) = end else {
+        lane.process.damaged += 1;
+        return 1;
+    };
+    let mut blob = &chunks[start..end];
+    while !blob.is_empty() {
+        let Some((meta, n)) = Meta::decode(blob) else {
+            lane.process.damaged += 1;
+            break;
+        };
+        blob = &blob[n..];
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        match meta {
+            Meta::Site {
+                id,
+                kind,
+                func_offset,
+                address,
+                provider,
+                name,
+                function,
+            } => {
+                let Some(kind) = Kind::from_u8(kind) else {
+                    lane.process.damaged += 1;
+                    continue;
+                };
+                lane.sites.insert(
+                    id,
+                    TraceSite {
+                        kind,
+                        provider: text(provider),
+                        name: text(name),
+                        function: text(function),
+                        func_offset,
+                        address,
+                        id,
+                        process: 0,
+                    },
+                );
+            }
+            Meta::Thread { tid, name } => {
+                lane.threads.insert(tid, text(name));
+            }
+        }
+    }
+    fmt::meta_chunks(len) as usize
+}
+
+/// Reads every chunk: metadata into the lane's sites and threads, data into its records (each
+/// thread's chunks in the order it wrote them).
+fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
+    let n = chunks.len() / CHUNK_SIZE;
+    // Per thread: (records before, chunk index).
+    let mut data: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
+    let mut k = 0;
+    while k < n {
+        let at = k * CHUNK_SIZE;
+        match fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
+            Chunk::Meta { .. } => {
+                k += read_meta_at(chunks, k, lane);
+                continue;
+            }
+            Chunk::Data { tid, before, .. } => data.entry(tid).or_default().push((before, k)),
+            Chunk::Unknown(_) => lane.process.damaged += 1,
+            Chunk::Empty => {}
+        }
+        k += 1;
+    }
+    let mut tids: Vec<u32> = data.keys().copied().collect();
+    tids.sort_unstable();
+    for tid in tids {
+        let mut list = data.remove(&tid).unwrap_or_default();
+        list.sort_unstable();
+        if let Some(&(first, _)) = list.first() {
+            // Only a ring reuses chunks: what it wrote before its oldest kept chunk is gone.
+            if lane.process.keep == Keep::Last {
+                lane.process.overwritten += first;
+            }
+        }
+        for (_, k) in list {
+            let at = k * CHUNK_SIZE;
+            if let Chunk::Data { base, slots, .. } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
+                let records = &mut lane.records;
+                let stats = fmt::slot_records(base, slots, |r| records.push((tid, r)));
+                lane.process.torn += stats.torn;
+                lane.process.damaged += stats.bad;
+                lane.process.records += stats.records;
+            }
+        }
+    }
+}
+
+/// How each process ended: what its parent (`bootprof run`) saw, else what the process wrote,
+/// else an `exec` when a later lane has its pid, else still running (while the session runs and
+/// the pid lives), else gone without a word.
+fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
+    let session_running = session.is_none_or(|s| s.end == (0, 0));
+    let this_boot = current_boot_id();
+    for i in 0..lanes.len() {
+        let h = &lanes[i].header;
+        let seen = |(kind, code): (u32, u32)| match End::from_u32(kind) {
+            End::Exit => Some(Ending::Exit(code)),
+            End::Signal => Some(Ending::Signal(code)),
+            End::Unknown => None,
+        };
+        let later_exec = lanes[i + 1..]
+            .iter()
+            .any(|l| l.header.pid == h.pid && l.header.start_tsc >= h.start_tsc);
+        let alive = session_running
+            && Some(h.boot_id) == this_boot
+            && Path::new(&format!("/proc/{}", h.pid)).exists();
+        let ending = if later_exec && h.end_tsc == 0 {
+            Ending::Exec
+        } else if let Some(e) = seen(h.reaped).or_else(|| seen(h.end)) {
+            e
+        } else if alive {
+            Ending::Running
+        } else {
+            Ending::Vanished
+        };
+        let last = lanes[i].records.iter().map(|(_, r)| r.tsc).max();
+        let end_tsc = (h.end_tsc != 0).then_some(h.end_tsc).or(last);
+        let p = &mut lanes[i].process;
+        p.ending = ending;
+        p.end_tsc = end_tsc;
+    }
+}
+
+/// The kernel's boot id now, as the lanes store it.
+pub(crate) fn current_boot_id() -> Option<[u8; 16]> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let hex: Vec<u8> = text
+        .bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .map(|c| (c as char).to_digit(16).unwrap_or(0) as u8)
+        .collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        id[i] = pair[0] << 4 | pair[1];
+    }
+    Some(id)
+}
+
+/// The TSC frequency: measured by `bootprof run` over the whole session; else by a process that
+/// ran long enough; else between the lanes' starts when they lie 5 ms apart or more; else, on
+/// the boot that recorded them, between the session's start (or the first lane's) and now.
+fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
+    let rate = |(t0, n0): (u64, u64), (t1, n1): (u64, u64)| -> Option<u64> {
+        (n1 > n0 + 5_000_000 && t1 > t0)
+            .then(|| ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64)
+    };
+    if let Some(hz) = session.and_then(|s| rate(s.start, s.end)) {
+        return hz;
+    }
+    if let Some(hz) = lanes
+        .iter()
+        .map(|l| l.header.tsc_hz)
+        .max()
+        .filter(|&h| h > 0)
+    {
+        return hz;
+    }
+    let first = lanes
+        .iter()
+        .map(|l| (l.header.start_tsc, l.header.start_ns))
+        .min();
+    let last = lanes
+        .iter()
+        .map(|l| (l.header.start_tsc, l.header.start_ns))
+        .max();
+    if let Some(hz) = first.zip(last).and_then(|(a, b)| rate(a, b)) {
+        return hz;
+    }
+    let start = session.map(|s| s.start).or(first).unwrap_or((0, 0));
+    loop {
+        let now = clocks_now();
+        if let Some(hz) = rate(start, now) {
+            return hz;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The TSC and `CLOCK_MONOTONIC` in nanoseconds (the clock of the lanes' start times), read
+/// together.
+pub(crate) fn clocks_now() -> (u64, u64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: rdtsc is on every x86-64 CPU; clock_gettime writes the timespec we own.
+    unsafe {
+        let tsc = core::arch::x86_64::_rdtsc();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        (tsc, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+}
+
+/// One trace of all lanes: sites concatenated (each lane's ids mapped to indices), threads keyed
+/// by their tid, or by a number of their own where two processes' threads share a tid (an
+/// `exec`, or a reused pid).
+fn merge(
+    lanes: Vec<LaneData>,
+    hz: u64,
+    session: Option<&SessionHeader>,
+    problems: Vec<String>,
+) -> Trace {
+    let mut sites = Vec::new();
+    let mut threads = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
+    let mut processes = Vec::new();
+    let mut thread_process: HashMap<u32, (usize, u32)> = HashMap::new();
+    let mut next_key = 0xF000_0000u32;
+    let start_tsc = lanes.iter().map(|l| l.header.start_tsc).min().unwrap_or(0);
+    let dropped = lanes.iter().map(|l| l.process.dropped).sum();
+    for (p, mut lane) in lanes.into_iter().enumerate() {
+        let mut ids: Vec<u32> = lane.sites.keys().copied().collect();
+        ids.sort_unstable();
+        let mut index_of: HashMap<u32, u32> = HashMap::new();
+        for id in ids {
+            let mut site = lane.sites.remove(&id).expect("listed");
+            site.process = p;
+            index_of.insert(id, sites.len() as u32);
+            sites.push(site);
+        }
+        let mut key_of: HashMap<u32, u32> = HashMap::new();
+        let mut tids: Vec<u32> = lane.records.iter().map(|(t, _)| *t).collect();
+        tids.sort_unstable();
+        tids.dedup();
+        for tid in tids {
+            let key = if thread_process.contains_key(&tid) {
+                next_key += 1;
+                next_key
+            } else {
+                tid
+            };
+            thread_process.insert(key, (p, tid));
+            key_of.insert(tid, key);
+            threads.push((key, lane.threads.get(&tid).cloned()));
+        }
+        for (tid, r) in &lane.records {
+            let site = match index_of.get(&r.site) {
+                Some(&i) => i,
+                None => {
+                    // A site whose description the lane lost: shown as `?`.
+                    let i = sites.len() as u32;
+                    sites.push(TraceSite {
+                        kind: Kind::Probe,
+                        provider: "?".into(),
+                        name: format!("site{}", r.site),
+                        function: "?".into(),
+                        func_offset: 0,
+                        address: 0,
+                        id: r.site,
+                        process: p,
+                    });
+                    index_of.insert(r.site, i);
+                    i
+                }
+            };
+            let Some(kind) = RecordKind::from_u8(r.kind) else {
+                continue;
+            };
+            records.push(Record {
+                tsc: r.tsc,
+                arg: r.arg,
+                tid: key_of[tid],
+                site,
+                kind,
+            });
+        }
+        processes.push(lane.process);
+    }
+    records.sort_by_key(|r| r.tsc);
+    Trace {
+        header: TraceHeader {
+            tsc_hz: hz,
+            start_tsc: session.map_or(start_tsc, |s| s.start.0.min(start_tsc)),
+            pid: match session {
+                Some(s) => s.root_pid,
+                None => processes.first().map_or(0, |p: &Process| p.pid),
+            },
+            sites: sites.len() as u32,
+            threads: threads.len() as u32,
+            strings: 0,
+            records: records.len() as u64,
+            dropped,
+        },
+        sites,
+        threads,
+        records,
+        truncated: None,
+        processes,
+        thread_process,
+        problems,
+    }
+}

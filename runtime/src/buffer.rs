@@ -1,0 +1,473 @@
+//! The recording buffer: takes claims for chunks from the recorder; hands back chunk memory in a
+//! lane (layout in `bootprof_format::lane`).
+//!
+//! In a session (`BOOTPROF_SESSION=DIR`) the lane is a file in DIR, created exclusively and
+//! mapped shared: every store lands in the page cache at once, so whatever ends the process, the
+//! records it wrote are there for `bootprof report`. Without a session the lane is anonymous
+//! memory, dumped by the recorder. Either way a large range of address space is reserved once and
+//! the lane grows inside it (the file by `fallocate`, so a full disk is a failed claim, never a
+//! SIGBUS), its new pages populated up front, so a record rarely pays a page fault.
+//!
+//! A `fork` child gets a lane of its own (`after_fork`), which names its parent's lane for the
+//! sites registered before the fork. Claims never block on a lock: growing is done by whichever
+//! thread needs it first while the others wait a few microseconds for it (a thread cannot wait on
+//! itself: the dispatcher never re-enters the recorder on one thread).
+
+use crate::clock::{monotonic_ns, rdtsc};
+use bootprof_format::lane::{self as fmt, field, Keep, CHUNK_SIZE, LANE_HEADER_SIZE};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Start of the mapping (the lane header); null until a buffer exists.
+static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// Chunks the mapping may ever hold.
+static MAX_CHUNKS: AtomicU64 = AtomicU64::new(0);
+/// Chunks that exist (file allocated, pages populated).
+static GROWN: AtomicU64 = AtomicU64::new(0);
+static GROWING: AtomicBool = AtomicBool::new(false);
+/// The lane file, or -1 for anonymous memory.
+static FD: AtomicI32 = AtomicI32::new(-1);
+/// The session directory, or -1.
+static DIR_FD: AtomicI32 = AtomicI32::new(-1);
+static KEEP: AtomicU32 = AtomicU32::new(Keep::Start as u32);
+/// The lane file's name in the session (for a fork child's header), NUL-padded.
+static NAME: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+/// Address space reserved for a lane: records never move, so the range is taken once.
+const RESERVE: [usize; 4] = [64 << 30, 8 << 30, 1 << 30, 64 << 20];
+/// Chunks a lane starts with (256 KiB).
+const FIRST_CHUNKS: u64 = 64;
+/// At most this many chunks are added at once (64 MiB).
+const MAX_STEP: u64 = 16_384;
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// What a new buffer is for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Setup {
+    pub keep: Keep,
+    /// See `field::LIMIT_CHUNKS`.
+    pub limit_chunks: u64,
+}
+
+/// Whether a buffer exists.
+#[inline]
+pub(crate) fn exists() -> bool {
+    !BASE.load(Ordering::Relaxed).is_null()
+}
+
+/// The keep mode of the buffer.
+#[inline]
+pub(crate) fn keep() -> Keep {
+    Keep::from_u32(KEEP.load(Ordering::Relaxed)).unwrap_or(Keep::Start)
+}
+
+/// Whether the buffer is a lane file in a session.
+pub(crate) fn in_session() -> bool {
+    FD.load(Ordering::Relaxed) >= 0
+}
+
+/// A header field of the lane, as an atomic word.
+#[inline]
+pub(crate) fn word(offset: usize) -> &'static AtomicU64 {
+    let base = BASE.load(Ordering::Relaxed);
+    debug_assert!(!base.is_null());
+    // SAFETY: the header's page is mapped for the life of the process; fields are 8-aligned.
+    unsafe { &*(base.add(offset) as *const AtomicU64) }
+}
+
+/// Writes a `u32` header field (the low half of its word is the field, the high half the next).
+pub(crate) fn set_u32(offset: usize, value: u32) {
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: as in `word`; a 4-aligned field in the header page.
+    unsafe { (*(base.add(offset) as *const AtomicU32)).store(value, Ordering::Relaxed) };
+}
+
+/// The memory of chunk `k` (which the caller claimed).
+#[inline]
+pub(crate) fn chunk(k: u64) -> *mut u8 {
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: claimed chunks are inside the mapping (see `claim`).
+    unsafe { base.add(LANE_HEADER_SIZE + k as usize * CHUNK_SIZE) }
+}
+
+/// Chunks claimed so far, and the bytes of the mapping that hold them (for the dump).
+pub(crate) fn used() -> &'static [u8] {
+    if !exists() {
+        return &[];
+    }
+    let n = word(field::CLAIMED)
+        .load(Ordering::Acquire)
+        .min(GROWN.load(Ordering::Acquire));
+    // SAFETY: the first `n` chunks exist and stay mapped.
+    unsafe {
+        std::slice::from_raw_parts(
+            BASE.load(Ordering::Relaxed),
+            LANE_HEADER_SIZE + n as usize * CHUNK_SIZE,
+        )
+    }
+}
+
+/// Claims `n` consecutive chunks; their index, or `None` when the lane cannot grow to hold them.
+pub(crate) fn claim(n: u64) -> Option<u64> {
+    let k = word(field::CLAIMED).fetch_add(n, Ordering::AcqRel);
+    let end = k.checked_add(n)?;
+    (end <= GROWN.load(Ordering::Acquire) || grow(end)).then_some(k)
+}
+
+/// Grows the lane to at least `end` chunks; false if it cannot.
+#[cold]
+fn grow(end: u64) -> bool {
+    loop {
+        if GROWING
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            let have = GROWN.load(Ordering::Acquire);
+            let ok = end <= have || {
+                let step = (have / 4).clamp(FIRST_CHUNKS, MAX_STEP);
+                let to = end.max(have + step).min(MAX_CHUNKS.load(Ordering::Relaxed));
+                let ok = end <= to && extend(have, to);
+                if ok {
+                    GROWN.store(to, Ordering::Release);
+                }
+                ok
+            };
+            GROWING.store(false, Ordering::Release);
+            return ok;
+        }
+        while GROWING.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        if end <= GROWN.load(Ordering::Acquire) {
+            return true;
+        }
+    }
+}
+
+/// Makes chunks `from..to` exist: allocated in the file (a full file system fails here, not with
+/// a SIGBUS on a store later) and populated.
+fn extend(from: u64, to: u64) -> bool {
+    let at = LANE_HEADER_SIZE + from as usize * CHUNK_SIZE;
+    let len = (to - from) as usize * CHUNK_SIZE;
+    let fd = FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: plain system calls on our own descriptor.
+        let r = unsafe { libc::fallocate(fd, 0, at as libc::off_t, len as libc::off_t) };
+        if r != 0 {
+            let unsupported =
+                std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP);
+            // SAFETY: as above.
+            if !unsupported || unsafe { libc::ftruncate(fd, (at + len) as libc::off_t) } != 0 {
+                return false;
+            }
+        }
+    }
+    // Best effort: a kernel without MADV_POPULATE_WRITE faults the pages in as they are used.
+    // SAFETY: the range is inside our mapping.
+    unsafe {
+        libc::madvise(
+            BASE.load(Ordering::Relaxed).add(at).cast(),
+            len,
+            MADV_POPULATE_WRITE,
+        )
+    };
+    true
+}
+
+/// Creates the buffer: a lane file in the session directory `session` if there is one, else
+/// anonymous memory. Returns a note to print when the session cannot be used (recording then
+/// goes to memory).
+pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<(), String> {
+    KEEP.store(setup.keep as u32, Ordering::Relaxed);
+    let mut problem = None;
+    if let Some(dir) = session {
+        match open_dir(dir) {
+            Ok(dir_fd) => {
+                DIR_FD.store(dir_fd, Ordering::Relaxed);
+                match new_lane(setup, None) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => problem = Some(format!("cannot create a lane in {dir:?}: {e}")),
+                }
+            }
+            Err(e) => problem = Some(format!("cannot use the session directory {dir:?}: {e}")),
+        }
+    }
+    let base = reserve(-1).ok_or("cannot reserve memory for the record buffer")?;
+    BASE.store(base, Ordering::Release);
+    init_header(setup, None);
+    if !grow(FIRST_CHUNKS) {
+        return Err("cannot populate the record buffer".into());
+    }
+    match problem {
+        Some(p) => Err(format!("{p}; recording in memory instead")),
+        None => Ok(()),
+    }
+}
+
+fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_bytes())?;
+    // SAFETY: a NUL-terminated path. O_NOFOLLOW: never a symlink planted in the session's place.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives.
+fn reserve(fd: libc::c_int) -> Option<*mut u8> {
+    for len in RESERVE {
+        let flags = if fd >= 0 {
+            libc::MAP_SHARED
+        } else {
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
+        } | libc::MAP_NORESERVE;
+        // SAFETY: a new mapping; nothing else is at the address the kernel picks.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            MAX_CHUNKS.store(
+                ((len - LANE_HEADER_SIZE) / CHUNK_SIZE) as u64,
+                Ordering::Relaxed,
+            );
+            return Some(p.cast());
+        }
+    }
+    None
+}
+
+/// Creates, maps and fills in this process's lane file in the session directory; `parent` is the
+/// name and claimed chunks of the lane this process was forked from. Async-signal-safe enough for
+/// a fork child: system calls and stack buffers only.
+fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()> {
+    let dir = DIR_FD.load(Ordering::Relaxed);
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    let mut name = [0u8; 64];
+    let mut fd = -1;
+    for n in 0..10_000u32 {
+        name = [0; 64];
+        let len = lane_name(&mut name, pid, n);
+        // SAFETY: a NUL-terminated name relative to our directory descriptor. Exclusive, never
+        // through a symlink, readable by its user only.
+        fd = unsafe {
+            libc::openat(
+                dir,
+                name.as_ptr().cast(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        debug_assert!(len < 64);
+        if fd >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            break;
+        }
+    }
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: our new descriptor.
+    if unsafe { libc::ftruncate(fd, LANE_HEADER_SIZE as libc::off_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let Some(base) = reserve(fd) else {
+        return Err(std::io::Error::last_os_error());
+    };
+    for (i, w) in NAME.iter().enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&name[i * 8..i * 8 + 8]);
+        w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+    }
+    FD.store(fd, Ordering::Release);
+    GROWN.store(0, Ordering::Release);
+    BASE.store(base, Ordering::Release);
+    init_header(setup, parent);
+    if !grow(FIRST_CHUNKS) {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    Ok(())
+}
+
+/// Writes `<pid>.<n>.lane` and a NUL into `out`; returns its length without the NUL.
+fn lane_name(out: &mut [u8; 64], pid: u32, n: u32) -> usize {
+    fn put_num(out: &mut [u8], mut v: u32) -> usize {
+        let mut digits = [0u8; 10];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        out[..digits.len() - i].copy_from_slice(&digits[i..]);
+        digits.len() - i
+    }
+    let mut at = put_num(out, pid);
+    out[at] = b'.';
+    at += 1;
+    at += put_num(&mut out[at..], n);
+    out[at..at + 5].copy_from_slice(b".lane");
+    at + 5
+}
+
+/// Fills in the header of a new lane (the mapping is zero).
+fn init_header(setup: Setup, parent: Option<([u8; 64], u64)>) {
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: the header page is mapped and ours alone until the lane is in use.
+    let header = unsafe { std::slice::from_raw_parts_mut(base, LANE_HEADER_SIZE) };
+    let put = |h: &mut [u8], at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
+    put(header, field::MAGIC, &fmt::LANE_MAGIC);
+    put(header, field::VERSION, &fmt::LANE_VERSION.to_le_bytes());
+    put(
+        header,
+        field::HEADER_SIZE,
+        &(LANE_HEADER_SIZE as u32).to_le_bytes(),
+    );
+    put(
+        header,
+        field::CHUNK_SIZE,
+        &(CHUNK_SIZE as u32).to_le_bytes(),
+    );
+    put(header, field::KEEP, &(setup.keep as u32).to_le_bytes());
+    // SAFETY: getpid and getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    put(header, field::PID, &(pid as u32).to_le_bytes());
+    put(header, field::PPID, &(ppid as u32).to_le_bytes());
+    put(header, field::START_TSC, &rdtsc().to_le_bytes());
+    put(header, field::START_NS, &monotonic_ns().to_le_bytes());
+    put(
+        header,
+        field::START_REALTIME_NS,
+        &realtime_ns().to_le_bytes(),
+    );
+    put(
+        header,
+        field::LIMIT_CHUNKS,
+        &setup.limit_chunks.to_le_bytes(),
+    );
+    if let Some((name, chunks)) = parent {
+        put(header, field::PARENT_LANE, &name);
+        put(header, field::PARENT_CHUNKS, &chunks.to_le_bytes());
+    }
+    let mut id = [0u8; 36];
+    if read_file(b"/proc/sys/kernel/random/boot_id\0", &mut id) == 36 {
+        put(header, field::BOOT_ID, &boot_id_bytes(&id));
+    }
+    // The executable, then the command line, to the end of the header.
+    let exe = &mut header[field::EXE..];
+    let room = exe.len() - 1;
+    let n = readlink(b"/proc/self/exe\0", &mut exe[..room]);
+    let rest = &mut exe[n + 1..];
+    let len = rest.len() - 1;
+    read_file(b"/proc/self/cmdline\0", &mut rest[..len]);
+}
+
+/// The 16 bytes of a boot id's text form (`xxxxxxxx-xxxx-...`).
+fn boot_id_bytes(text: &[u8; 36]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let digits = text.iter().filter(|c| c.is_ascii_hexdigit());
+    for (i, c) in digits.take(32).enumerate() {
+        let v = (*c as char).to_digit(16).unwrap_or(0) as u8;
+        out[i / 2] |= if i % 2 == 0 { v << 4 } else { v };
+    }
+    out
+}
+
+/// Reads up to `out.len()` bytes of the file at the NUL-terminated `path`; returns the count.
+fn read_file(path: &[u8], out: &mut [u8]) -> usize {
+    // SAFETY: a NUL-terminated path; reads into our buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 0;
+        }
+        let mut got = 0;
+        while got < out.len() {
+            let n = libc::read(fd, out[got..].as_mut_ptr().cast(), out.len() - got);
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        libc::close(fd);
+        got
+    }
+}
+
+fn readlink(path: &[u8], out: &mut [u8]) -> usize {
+    // SAFETY: a NUL-terminated path; writes at most out.len() bytes into our buffer.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), out.as_mut_ptr().cast(), out.len()) };
+    n.max(0) as usize
+}
+
+fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// In a fork child: a lane file of its own (the parent's mapping is shared and stays the
+/// parent's), which names the parent's lane for the sites registered before the fork. Anonymous
+/// memory needs nothing: the child's copy is private. Returns false if the child cannot record.
+pub(crate) fn after_fork() -> bool {
+    let fd = FD.load(Ordering::Relaxed);
+    if fd < 0 || !exists() {
+        return true;
+    }
+    let old = BASE.load(Ordering::Relaxed);
+    let old_len = LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
+    let parent_chunks = word(field::CLAIMED).load(Ordering::Acquire);
+    let setup = Setup {
+        keep: keep(),
+        limit_chunks: word(field::LIMIT_CHUNKS).load(Ordering::Relaxed),
+    };
+    let mut name = [0u8; 64];
+    for (i, w) in NAME.iter().enumerate() {
+        name[i * 8..i * 8 + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    }
+    let ok = new_lane(setup, Some((name, parent_chunks))).is_ok();
+    // SAFETY: the parent's mapping and descriptor are no use to the child; nothing of ours
+    // points into the old mapping any more (the recorder forgets its cursors).
+    unsafe {
+        if ok {
+            libc::munmap(old.cast(), old_len);
+        }
+        libc::close(fd);
+    }
+    if !ok {
+        // Nothing of the child is recorded rather than written into the parent's lane.
+        BASE.store(std::ptr::null_mut(), Ordering::Release);
+        FD.store(-1, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// Records how the process ended, as it sees it (`End` as a number and its code), unless an end
+/// is already recorded. Async-signal-safe.
+pub(crate) fn set_end(kind: fmt::End, code: u32) {
+    if !exists() || word(field::END_TSC).load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    set_u32(field::END_KIND, kind as u32);
+    set_u32(field::END_CODE, code);
+    word(field::END_TSC).store(rdtsc(), Ordering::Release);
+}
