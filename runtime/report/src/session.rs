@@ -88,13 +88,26 @@ pub fn read_session(path: &Path) -> Result<Trace> {
 
 /// Reads one lane file of the session in `dir`.
 fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
-    let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: a read-only map of a file we only read; a writer still running changes only
     // bytes nothing here trusts.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    lane_of_bytes(Some(dir), path, &map)
+}
+
+/// Checks and decodes one lane held in memory (`path` names it; a fork child's parent lane is
+/// looked for in `dir`, if given). The fuzz target's unit.
+pub fn parse_lane(data: &[u8], path: &Path) -> Result<Trace> {
+    let mut lanes = vec![lane_of_bytes(None, path, data)?];
+    settle_endings(&mut lanes, None);
+    let hz = tsc_hz(&lanes, None);
+    Ok(merge(lanes, hz, None, Vec::new()))
+}
+
+fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneData> {
+    let name = path.display().to_string();
     let padded;
-    let mut bytes = &map[..];
+    let mut bytes = data;
     let header = LaneHeader::decode(bytes).map_err(|what| Error::Malformed {
         at: Location {
             section: Some("lane header".into()),
@@ -116,8 +129,9 @@ fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
         bytes = &padded;
     }
     let exe_area = &bytes[field::EXE..LANE_HEADER_SIZE];
-    let exe = String::from_utf8_lossy(fmt::c_string(exe_area, 0, exe_area.len())).into_owned();
-    let args = exe_area[exe.len().min(exe_area.len() - 1) + 1..]
+    let exe_bytes = fmt::c_string(exe_area, 0, exe_area.len());
+    let exe = String::from_utf8_lossy(exe_bytes).into_owned();
+    let args = exe_area[(exe_bytes.len() + 1).min(exe_area.len())..]
         .split(|&b| b == 0)
         .take_while(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
@@ -150,7 +164,9 @@ fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
         records: Vec::new(),
     };
     let header = lane.header.clone();
-    inherit_metadata(dir, &header, bytes, &mut lane, 0);
+    if let Some(dir) = dir {
+        inherit_metadata(dir, &header, bytes, &mut lane, 0);
+    }
     read_chunks(chunks, &mut lane);
     Ok(lane)
 }
@@ -379,14 +395,18 @@ fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
     if let Some(hz) = first.zip(last).and_then(|(a, b)| rate(a, b)) {
         return hz;
     }
+    // On the boot that recorded them: from the session's start (or the first lane's) to now;
+    // else (another boot, or nonsense times) this machine's rate, measured over 6 ms.
     let start = session.map(|s| s.start).or(first).unwrap_or((0, 0));
-    loop {
-        let now = clocks_now();
-        if let Some(hz) = rate(start, now) {
-            return hz;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+    let same_boot = current_boot_id().is_some_and(|id| {
+        session.map_or_else(|| lanes.iter().all(|l| l.header.boot_id == id), |s| s.boot_id == id)
+    });
+    if let Some(hz) = rate(start, clocks_now()).filter(|_| same_boot) {
+        return hz;
     }
+    let then = clocks_now();
+    std::thread::sleep(std::time::Duration::from_millis(6));
+    rate(then, clocks_now()).unwrap_or(1_000_000_000)
 }
 
 /// The TSC and `CLOCK_MONOTONIC` in nanoseconds (the clock of the lanes' start times), read

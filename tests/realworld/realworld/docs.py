@@ -24,7 +24,7 @@ def make_docs(session, dirs):
     with open(os.devnull, "wb") as null:
         subprocess.run([dirs["plain"] / "sqlite3", "-batch", db],
                        input=workloads.sqlite_script(2000).encode(), stdout=null, check=True)
-    trace = scratch / "startup.trace"
+    trace = scratch / "startup.session"
     subprocess.run([TOOL, "run", "--mode", "call", "-o", trace, "--", dirs["instrument"]
                     / "sqlite3", "-batch", db], input=workloads.SQLITE_FIRST_QUERY.encode(),
                    check=True, capture_output=True)
@@ -50,10 +50,10 @@ def make_docs(session, dirs):
     script.write_text(workloads.sqlite_script(20000))
     pdb = scratch / "points.db"
     with open(script, "rb") as i:
-        p = subprocess.run([TOOL, "run", "--points", "-o", scratch / "points.trace", "--",
+        p = subprocess.run([TOOL, "run", "--points", "-o", scratch / "points.session", "--",
                             dirs["probes"] / "sqlite3", "-batch", pdb], stdin=i,
                            capture_output=True, check=True)
-    points = subprocess.run([TOOL, "report", scratch / "points.trace", "--format", "points"],
+    points = subprocess.run([TOOL, "report", scratch / "points.session", "--format", "points"],
                             check=True, capture_output=True).stdout.decode()
     (docs / "sqlite3-points.txt").write_text(
         "# bootprof report --format points: the named probes of tests/realworld/"
