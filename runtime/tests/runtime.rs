@@ -1396,3 +1396,73 @@ fn a_lane_cut_short_is_read_up_to_the_cut() {
     }
     assert_eq!(last, full.processes[0].records);
 }
+
+/// The files of a session: in a directory others could write to (`BOOTPROF_SESSION` set by hand),
+/// a symlink planted under the name a process's lane would take is never written through (the
+/// lane takes the next free name), and every lane is its user's only; `bootprof run` never uses
+/// a session directory, or a symlink, that is already there.
+#[test]
+fn session_files_are_never_written_through_a_planted_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = Work::new("planted-session");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let shared = w.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let victim = w.path("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    // The shell plants the symlink under its own pid, then becomes the program (same pid).
+    let script = format!(
+        "ln -s {} {}/$$.0.lane && exec ./endings exit 100 0",
+        victim.display(),
+        shared.display()
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&w.0)
+        .env("BOOTPROF_SESSION", &shared)
+        .env("BOOTPROF_ENABLE", "*")
+        .output()
+        .unwrap();
+    ok(&o);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+    let mut names: Vec<String> = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names[0].ends_with(".0.lane") && names[1].ends_with(".1.lane"),
+        "{names:?}"
+    );
+    let lane = shared.join(&names[1]);
+    let meta = std::fs::symlink_metadata(&lane).unwrap();
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let t = bootprof_report::read_trace(&lane).unwrap();
+    assert_eq!(t.processes[0].records, 100);
+    // bootprof run: an existing directory, or a symlink to one, is refused before anything runs.
+    let link = w.path("session-link");
+    std::os::unix::fs::symlink(&shared, &link).unwrap();
+    for dir in [&shared, &link] {
+        let o = Command::new(tools().join("bootprof"))
+            .arg("run")
+            .arg("-o")
+            .arg(dir)
+            .args(["--", "./endings", "exit", "1", "0"])
+            .current_dir(&w.0)
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("already exists")
+        );
+    }
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 2);
+    // A session directory bootprof run makes is its user's only, and so is its session file.
+    let (_, _) = session_of(&w, "mine", &["./endings", "exit", "1", "0"], &[]);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        (mode(&w.path("mine")), mode(&w.path("mine/session"))),
+        (0o700, 0o600)
+    );
+}
