@@ -34,8 +34,10 @@ static NAME: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 
 /// Address space reserved for a lane: records never move, so the range is taken once.
 const RESERVE: [usize; 4] = [64 << 30, 8 << 30, 1 << 30, 64 << 20];
-/// Chunks a lane starts with (256 KiB).
-const FIRST_CHUNKS: u64 = 64;
+/// Chunks a lane starts with (32 KiB: a short process's metadata and first records).
+const FIRST_CHUNKS: u64 = 8;
+/// At least this many chunks are added at once (256 KiB).
+const MIN_STEP: u64 = 64;
 /// At most this many chunks are added at once (64 MiB).
 const MAX_STEP: u64 = 16_384;
 const MADV_POPULATE_WRITE: libc::c_int = 23;
@@ -113,6 +115,12 @@ pub(crate) fn claim(n: u64) -> Option<u64> {
     (end <= GROWN.load(Ordering::Acquire) || grow(end)).then_some(k)
 }
 
+/// Makes the lane hold at least `end` chunks now (a benchmark's buffer, grown beforehand).
+#[doc(hidden)]
+pub fn grow_to(end: u64) -> bool {
+    end <= GROWN.load(Ordering::Acquire) || grow(end)
+}
+
 /// Grows the lane to at least `end` chunks; false if it cannot.
 #[cold]
 fn grow(end: u64) -> bool {
@@ -123,7 +131,11 @@ fn grow(end: u64) -> bool {
         {
             let have = GROWN.load(Ordering::Acquire);
             let ok = end <= have || {
-                let step = (have / 4).clamp(FIRST_CHUNKS, MAX_STEP);
+                let step = if have == 0 {
+                    FIRST_CHUNKS
+                } else {
+                    (have / 4).clamp(MIN_STEP, MAX_STEP)
+                };
                 let to = end.max(have + step).min(MAX_CHUNKS.load(Ordering::Relaxed));
                 let ok = end <= to && extend(have, to);
                 if ok {

@@ -43,6 +43,8 @@ static FULL: AtomicBool = AtomicBool::new(false);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Data chunks handed out (keep-start stops at the lane's limit).
 static DATA_CHUNKS: AtomicU64 = AtomicU64::new(0);
+/// Threads that have recorded (each named in the lane at its first record).
+static THREADS: AtomicU64 = AtomicU64::new(0);
 /// Keep-start: record slots the lane may hold (its last chunk may be used in part).
 static CAPACITY: AtomicU64 = AtomicU64::new(0);
 static START_TSC: AtomicU64 = AtomicU64::new(0);
@@ -293,6 +295,7 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
         Keep::Last => ring_chunk()?,
     };
     if first && before == 0 {
+        THREADS.fetch_add(1, Ordering::Relaxed);
         name_thread(tid);
     }
     let p = buffer::chunk(k);
@@ -340,6 +343,7 @@ fn forget_cursor() {
     BEFORE.with(|b| b.set(0));
     RING.with(|r| r.set((0, 0, 0)));
     DATA_CHUNKS.store(0, Ordering::Relaxed);
+    THREADS.store(0, Ordering::Relaxed);
     FULL.store(false, Ordering::Relaxed);
 }
 
@@ -716,7 +720,11 @@ fn install_process_hooks() {
             if hz != 0 {
                 buffer::word(field::TSC_HZ).store(hz, Ordering::Relaxed);
             }
-            name_threads();
+            // With several threads, one may have been named after its first record. (One
+            // thread's name is the program's, taken at its first record.)
+            if THREADS.load(Ordering::Relaxed) > 1 {
+                name_threads();
+            }
         }
     }
     extern "C" fn fatal(sig: libc::c_int) {
@@ -894,13 +902,19 @@ pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// Measures [`record`] on this thread: mean nanoseconds per EVENT record with a fixed timestamp
-/// (the recorder's own cost) and with `rdtsc` read for each record, over `n` records into a
-/// buffer of `n` (so none is dropped). Starts recording.
+/// Measures [`record`] on this thread, in the buffer the environment asks for (a session lane or
+/// memory; `BOOTPROF_KEEP`): mean nanoseconds per EVENT record with a fixed timestamp (the
+/// recorder's own cost) and with `rdtsc` read for each record, over `n` records each into a
+/// buffer grown beforehand to hold them (so none is dropped and none waits for the buffer to
+/// grow); then, except when keeping the last records (whose ring is claimed whole), with a fixed
+/// timestamp into `n` more slots the buffer must first grow to hold. Starts recording.
 #[doc(hidden)]
-pub fn record_benchmark(n: usize) -> (f64, f64) {
-    start(2 * n + RECORDS_PER_CHUNK);
+pub fn record_benchmark(n: usize) -> (f64, f64, Option<f64>) {
+    start(4 * n + RECORDS_PER_CHUNK);
     let site = site::synthetic_site(0, 0x1000);
+    let chunks = |records: usize| (records / RECORDS_PER_CHUNK + 4) as u64;
+    let ring = buffer::keep() == Keep::Last;
+    buffer::grow_to(chunks(if ring { 5 * n } else { 2 * n }));
     let time = |with_tsc: bool| {
         let t = std::time::Instant::now();
         for i in 0..n as u64 {
@@ -909,5 +923,6 @@ pub fn record_benchmark(n: usize) -> (f64, f64) {
         }
         t.elapsed().as_secs_f64() * 1e9 / n as f64
     };
-    (time(false), time(true))
+    let (bare, with_tsc) = (time(false), time(true));
+    (bare, with_tsc, (!ring).then(|| time(false)))
 }
