@@ -680,18 +680,17 @@ extern "C" fn append_stats() {
 }
 
 /// Signals that end a process whose end a lane records (when the program leaves them at their
-/// default action): the faults, `abort`, and the usual requests to stop.
-const FATAL_SIGNALS: [libc::c_int; 10] = [
+/// default action): the faults, `abort`, and SIGTERM (how a service is stopped). SIGINT, SIGHUP,
+/// SIGQUIT and SIGPIPE are left alone: programs commonly install their own handler for those
+/// only when they are at their default action, and a handler of ours would change that; the
+/// parent that reaps such a process still knows.
+const FATAL_SIGNALS: [libc::c_int; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGILL,
     libc::SIGFPE,
     libc::SIGABRT,
     libc::SIGTERM,
-    libc::SIGINT,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGPIPE,
 ];
 
 extern "C" {
