@@ -116,8 +116,7 @@ pub(crate) fn claim(n: u64) -> Option<u64> {
 }
 
 /// Makes the lane hold at least `end` chunks now (a benchmark's buffer, grown beforehand).
-#[doc(hidden)]
-pub fn grow_to(end: u64) -> bool {
+pub(crate) fn grow_to(end: u64) -> bool {
     end <= GROWN.load(Ordering::Acquire) || grow(end)
 }
 

@@ -9,7 +9,8 @@
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
 //! The modules form layers, each using only the ones below it: [`text`], `clock`,
-//! `note` (stderr) -> `site` (the site records, their list and lookup snapshot) -> [`recorder`]
+//! `note` (stderr) -> `site` (the site records, their list and lookup snapshot) -> `buffer` (the
+//! lane records go into) -> [`recorder`]
 //! -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported here) ->
 //! [`capi`]. Nothing below imports this root.
 //!

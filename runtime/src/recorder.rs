@@ -1,5 +1,5 @@
 //! Recorders: takes hits of enabled sites; hands on a TSLOG-style event log in a lane (see
-//! [`crate::buffer`] and `bootprof_format::lane`), dumped as a trace file on demand, and
+//! `buffer` and `bootprof_format::lane`), dumped as a trace file on demand, and
 //! Lego-style profile points.
 //!
 //! - **Event log.** Each thread fills chunks of the lane with 16-byte records using plain stores;
