@@ -177,35 +177,48 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         for s in spans {
             frame(out, m, s, bottom, scale)?;
         }
-        // Where the process ended, on the band of its first thread: red when it crashed.
-        let first_of_process = lane.process.filter(|&p| marked.insert(p));
-        if let Some(p) = first_of_process.and_then(|p| m.trace.processes.get(p)) {
-            if let Some(t) = p
-                .end_tsc
-                .filter(|_| m.many_processes() || p.ending.crashed())
-            {
-                let x = MARGIN + (m.ns(t).saturating_sub(zero).min(total)) as f64 * scale;
-                let colour = if p.ending.crashed() { "#d00" } else { "#777" };
-                write!(
-                    out,
-                    "<g><title>{}: ",
-                    if p.ending.crashed() {
-                        "crashed"
-                    } else {
-                        "ended"
-                    }
-                )?;
-                escape(out, &p.ending.to_string())?;
-                writeln!(
-                    out,
-                    "</title><line x1=\"{x:.3}\" y1=\"{top}\" x2=\"{x:.3}\" y2=\"{bottom}\" \
-                     stroke=\"{colour}\" stroke-width=\"2\"/></g>"
-                )?;
-            }
+        // Where the process ended, on the band of its first thread.
+        if let Some(p) = lane.process.filter(|&p| marked.insert(p)) {
+            let x = |ns: u64| MARGIN + ns.saturating_sub(zero).min(total) as f64 * scale;
+            process_end(out, m, p, (top, bottom), x)?;
         }
         top = bottom + GAP;
     }
     writeln!(out, "</svg>")
+}
+
+/// A line across the band `(top, bottom)` where process `p` of a session ended (drawn for
+/// every process of a session of several, else only for a crash): red when it crashed, grey
+/// otherwise, with how it ended as its title. `x` places a time in nanoseconds.
+fn process_end(
+    out: &mut dyn Write,
+    m: &Model,
+    p: usize,
+    (top, bottom): (f64, f64),
+    x: impl Fn(u64) -> f64,
+) -> io::Result<()> {
+    let Some(p) = m.trace.processes.get(p) else {
+        return Ok(());
+    };
+    let Some(t) = p
+        .end_tsc
+        .filter(|_| m.many_processes() || p.ending.crashed())
+    else {
+        return Ok(());
+    };
+    let x = x(m.ns(t));
+    let (colour, what) = if p.ending.crashed() {
+        ("#d00", "crashed")
+    } else {
+        ("#777", "ended")
+    };
+    write!(out, "<g><title>{what}: ")?;
+    escape(out, &p.ending.to_string())?;
+    writeln!(
+        out,
+        "</title><line x1=\"{x:.3}\" y1=\"{top}\" x2=\"{x:.3}\" y2=\"{bottom}\" \
+         stroke=\"{colour}\" stroke-width=\"2\"/></g>"
+    )
 }
 
 /// The time axis: a tick every 1, 2 or 5 powers of ten, labelled, with faint gridlines.

@@ -33,50 +33,8 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
     // Lines are formatted into a buffer of our own and handed on in large pieces.
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let out = &mut buf;
-    let h = &m.trace.header;
-    writeln!(out, "# tracer: bootprof")?;
-    writeln!(out, "#")?;
-    let whose = m.whose();
-    writeln!(
-        out,
-        "# {whose}, {} threads, {} records ({} dropped), TSC {} Hz",
-        m.lanes.len(),
-        m.trace.records.len(),
-        h.dropped,
-        h.tsc_hz
-    )?;
-    if let Some(cut) = &m.trace.truncated {
-        writeln!(out, "# the trace file was {cut}")?;
-    }
     let many = m.many_processes();
-    for p in &m.trace.processes {
-        writeln!(
-            out,
-            "# process {} (parent {}): {}, {} records{}",
-            p.label(),
-            p.ppid,
-            p.ending,
-            p.records,
-            p.losses().map(|l| format!(", {l}")).unwrap_or_default()
-        )?;
-    }
-    writeln!(out, "#")?;
-    if many {
-        writeln!(
-            out,
-            "#           TASK-PID      TGID    CPU#     TIMESTAMP  FUNCTION"
-        )?;
-        writeln!(
-            out,
-            "#              | |          |        |          |         |"
-        )?;
-    } else {
-        writeln!(
-            out,
-            "#           TASK-PID      CPU#     TIMESTAMP  FUNCTION"
-        )?;
-        writeln!(out, "#              | |          |          |         |")?;
-    }
+    header(m, out)?;
     let task = |name: Option<&str>, tid: u32, pid: u32| {
         let t = format!("{:>16}-{:<7}", name.unwrap_or("<...>"), tid);
         if many {
@@ -173,6 +131,55 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
 }
 
 const FLUSH_AT: usize = 1 << 16;
+
+/// The lines before the records: the trace's size, what it lacks, its processes, the columns.
+fn header(m: &Model, out: &mut Vec<u8>) -> io::Result<()> {
+    let many = m.many_processes();
+    let h = &m.trace.header;
+    writeln!(out, "# tracer: bootprof")?;
+    writeln!(out, "#")?;
+    let whose = m.whose();
+    writeln!(
+        out,
+        "# {whose}, {} threads, {} records ({} dropped), TSC {} Hz",
+        m.lanes.len(),
+        m.trace.records.len(),
+        h.dropped,
+        h.tsc_hz
+    )?;
+    if let Some(cut) = &m.trace.truncated {
+        writeln!(out, "# the trace file was {cut}")?;
+    }
+    for p in &m.trace.processes {
+        writeln!(
+            out,
+            "# process {} (parent {}): {}, {} records{}",
+            p.label(),
+            p.ppid,
+            p.ending,
+            p.records,
+            p.losses().map(|l| format!(", {l}")).unwrap_or_default()
+        )?;
+    }
+    writeln!(out, "#")?;
+    if many {
+        writeln!(
+            out,
+            "#           TASK-PID      TGID    CPU#     TIMESTAMP  FUNCTION"
+        )?;
+        writeln!(
+            out,
+            "#              | |          |        |          |         |"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "#           TASK-PID      CPU#     TIMESTAMP  FUNCTION"
+        )?;
+        writeln!(out, "#              | |          |          |         |")?;
+    }
+    Ok(())
+}
 
 /// The line where a process of a session ended: `PROCESS END exit 0`, `PROCESS END killed by
 /// SIGSEGV`, ...
