@@ -1469,3 +1469,43 @@ fn session_files_are_never_written_through_a_planted_symlink() {
         (0o700, 0o600)
     );
 }
+
+/// In a session of `-pg -mfentry` processes (entries only, so each process's last frames are
+/// still open when it ends), every frame closes by the end of its own process, not at the end of
+/// the session.
+#[test]
+fn open_frames_close_where_their_process_ended() {
+    let w = Work::new("open-frames");
+    let exe = w.build("calls", &["calls.c"], &["-pg", "-mfentry"], &[]);
+    let script = format!("{0}; sleep 0.2; {0}", exe.display());
+    let (t, _) = session_of(
+        &w,
+        "s",
+        &["sh", "-c", &script],
+        &[("BOOTPROF_MODE", "call")],
+    );
+    assert_eq!(t.processes.len(), 2);
+    let o = Command::new(tools().join("bootprof"))
+        .args(["report", "--format", "chrome"])
+        .arg(w.path("s"))
+        .output()
+        .unwrap();
+    let chrome: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    let events = chrome["traceEvents"].as_array().unwrap();
+    let first = t.processes[0].pid;
+    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    let end = events
+        .iter()
+        .find(|e| e["pid"] == first && e["cat"] == "process")
+        .map(ts)
+        .expect("the first process's end");
+    let last_e = events
+        .iter()
+        .filter(|e| e["pid"] == first && e["ph"] == "E")
+        .map(ts)
+        .fold(0.0, f64::max);
+    assert!(
+        last_e > 0.0 && last_e <= end,
+        "frames end at {last_e} us, the process at {end} us"
+    );
+}

@@ -339,6 +339,21 @@ impl<'t> Model<'t> {
         }
     }
 
+    /// Nanoseconds where `lane`'s frames still open at the end of the trace close: where its
+    /// process ended, in a session (a process's functions do not run on after it); else (a
+    /// single process's trace, or a process still running) the trace's last record.
+    pub fn lane_end_ns(&self, lane: usize) -> u64 {
+        let l = &self.lanes[lane];
+        let ended = l.process.and_then(|p| {
+            let p = self.trace.processes.get(p)?;
+            (p.ending != crate::process::Ending::Running).then_some(p.end_tsc?)
+        });
+        match ended {
+            Some(t) => self.ns(t).max(l.last_ns),
+            None => self.end_ns,
+        }
+    }
+
     /// Whether the trace is a session of several processes (the reports then show each).
     pub fn many_processes(&self) -> bool {
         self.trace.processes.len() > 1

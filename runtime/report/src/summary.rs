@@ -223,7 +223,9 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     let records = &m.trace.records;
     let span = |w: &crate::model::Wait| {
         let start = m.ns(records[w.start].tsc);
-        let end = w.end.map_or(m.end_ns, |e| m.ns(records[e].tsc));
+        let end = w
+            .end
+            .map_or(m.lane_end_ns(w.lane), |e| m.ns(records[e].tsc));
         (start, end.saturating_sub(start))
     };
     let mut waits: Vec<&crate::model::Wait> = m.holds.waits.iter().collect();

@@ -12,7 +12,8 @@
 //!   `wait:<what>` frame is replaced by `wait:<what> (blamed on H)` and H's stack is copied on
 //!   top of it; every push and pop on H is repeated on W (and on whoever is blamed on W), as a
 //!   frame marked `mirrored`. A record of W's own that changes its stack ends the blame first.
-//! * Frames still open when the records end close at the last record's time ([`Closed::End`]).
+//! * Frames still open when the records end close where their thread's process ended (a
+//!   session's), else at the last record's time ([`Closed::End`]).
 //!   Stacks deeper than [`MAX_DEPTH`] are not followed further (the frames are counted, not
 //!   shown), which keeps memory bounded for traces of ENTERs that never return.
 
@@ -167,13 +168,15 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
             next_start += 1;
         }
     }
-    let end = model.end_ns;
+    // Frames still open close where their thread's process ended (the trace's end for one
+    // process).
     for l in 0..w.lanes.len() {
         if w.lanes[l].blame.is_some() {
-            w.end_blame(l, end)?;
+            w.end_blame(l, model.lane_end_ns(l))?;
         }
     }
     for l in 0..w.lanes.len() {
+        let end = model.lane_end_ns(l);
         while !w.lanes[l].stack.is_empty() || w.lanes[l].hidden > 0 {
             w.pop(l, end, Closed::End)?;
         }
