@@ -1,7 +1,9 @@
 //! `--format flamechart`: takes a [`Model`]; hands on one self-contained SVG flame *chart*:
 //! unlike a flame graph, the x axis is time since the trace start, so frames stay in the order
 //! they ran. One band per thread (in the order the threads first appear), outermost frames at
-//! the bottom of the band, callees stacked above. Every frame has a `<title>` tooltip with its
+//! the bottom of the band, callees stacked above; in a session of several processes, threads
+//! that did not run at the same time share a band (each labelled where it starts), and a line
+//! marks where each process ended, red for a crash. Every frame has a `<title>` tooltip with its
 //! name, duration and start in milliseconds, and a label when it is wide enough for one. A time
 //! axis with gridlines runs along the top.
 //!
@@ -86,8 +88,12 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         lanes: vec![Vec::new(); m.lanes.len()],
     };
     timeline::walk(m, &mut collect)?;
-    let rows: Vec<u32> = (collect.lanes.iter())
+    let lane_rows: Vec<u32> = (collect.lanes.iter())
         .map(|spans| spans.iter().map(|s| s.depth + 1).max().unwrap_or(1))
+        .collect();
+    let bands = bands(m);
+    let rows: Vec<u32> = (bands.iter())
+        .map(|b| b.iter().map(|&l| lane_rows[l]).max().unwrap_or(1))
         .collect();
     let height = BAND_TOP
         + rows
@@ -148,43 +154,81 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     writeln!(out, "</text>")?;
     axis(out, total, chart, height)?;
 
+    let x = |ns: u64| MARGIN + ns.saturating_sub(zero).min(total) as f64 * scale;
     let mut top = BAND_TOP;
     let mut marked = std::collections::HashSet::new();
-    for (l, spans) in collect.lanes.iter().enumerate() {
-        let lane = &m.lanes[l];
-        let band = LABEL + f64::from(rows[l]) * ROW;
-        let fill = if l % 2 == 0 { "#f2f2ee" } else { "#e9e9e4" };
+    for (b, lanes) in bands.iter().enumerate() {
+        let band = LABEL + f64::from(rows[b]) * ROW;
+        let fill = if b % 2 == 0 { "#f2f2ee" } else { "#e9e9e4" };
         writeln!(
             out,
             "<rect x=\"0\" y=\"{top}\" width=\"{width}\" height=\"{band}\" fill=\"{fill}\"/>"
         )?;
-        write!(
-            out,
-            "<text x=\"{MARGIN}\" y=\"{}\" font-weight=\"bold\">",
-            top + 14.0
-        )?;
-        let label = match &lane.name {
-            Some(n) => format!("{n} (tid {})", lane.tid),
-            None => format!("tid {}", lane.tid),
-        };
-        let label = match lane.process_label {
-            crate::model::NO_NAME => label,
-            p => format!("{}: {label}", m.text(p)),
-        };
-        escape(out, &label)?;
-        writeln!(out, "</text>")?;
         let bottom = top + band;
-        for s in spans {
-            frame(out, m, s, bottom, scale)?;
-        }
-        // Where the process ended, on the band of its first thread.
-        if let Some(p) = lane.process.filter(|&p| marked.insert(p)) {
-            let x = |ns: u64| MARGIN + ns.saturating_sub(zero).min(total) as f64 * scale;
-            process_end(out, m, p, (top, bottom), x)?;
+        for (i, &l) in lanes.iter().enumerate() {
+            let lane = &m.lanes[l];
+            // A band of its own starts at the left; sharing one, at the thread's first record,
+            // and its label is cut to end where the next thread of the band starts.
+            let (left, right) = if lanes.len() == 1 {
+                (MARGIN, width)
+            } else {
+                let next = lanes.get(i + 1).map_or(width, |&n| x(m.lanes[n].first_ns));
+                (x(lane.first_ns), next)
+            };
+            cut_text(
+                out,
+                &lane_label(m, l),
+                left,
+                top + 14.0,
+                right - left,
+                "font-weight=\"bold\"",
+            )?;
+            for s in &collect.lanes[l] {
+                frame(out, m, s, bottom, scale)?;
+            }
+            // Where the process ended, on the band of its first thread.
+            if let Some(p) = lane.process.filter(|&p| marked.insert(p)) {
+                process_end(out, m, p, (top, bottom), x)?;
+            }
         }
         top = bottom + GAP;
     }
     writeln!(out, "</svg>")
+}
+
+/// The bands of the chart, each a list of lanes: one per thread; in a session of several
+/// processes, threads whose spans (first record to their process's end) do not overlap share a
+/// band, the first band with room taking each in turn, so a tree of hundreds of short processes
+/// stays a few bands tall and the ones that ran at once are side by side.
+fn bands(m: &Model) -> Vec<Vec<usize>> {
+    if !m.many_processes() {
+        return (0..m.lanes.len()).map(|l| vec![l]).collect();
+    }
+    let mut bands: Vec<(u64, Vec<usize>)> = Vec::new();
+    for l in 0..m.lanes.len() {
+        let (start, end) = (m.lanes[l].first_ns, m.lane_end_ns(l));
+        match bands.iter_mut().find(|(free, _)| *free < start) {
+            Some((free, lanes)) => {
+                *free = end;
+                lanes.push(l);
+            }
+            None => bands.push((end, vec![l])),
+        }
+    }
+    bands.into_iter().map(|(_, lanes)| lanes).collect()
+}
+
+/// A thread's label: its name and tid, after its process (`exe-pid: `) in a session.
+fn lane_label(m: &Model, l: usize) -> String {
+    let lane = &m.lanes[l];
+    let label = match &lane.name {
+        Some(n) => format!("{n} (tid {})", lane.tid),
+        None => format!("tid {}", lane.tid),
+    };
+    match lane.process_label {
+        crate::model::NO_NAME => label,
+        p => format!("{}: {label}", m.text(p)),
+    }
 }
 
 /// A line across the band `(top, bottom)` where process `p` of a session ended (drawn for
@@ -212,8 +256,8 @@ fn process_end(
     } else {
         ("#777", "ended")
     };
-    write!(out, "<g><title>{what}: ")?;
-    escape(out, &p.ending.to_string())?;
+    write!(out, "<g><title>")?;
+    escape(out, &format!("{} {what}: {}", p.label(), p.ending))?;
     writeln!(
         out,
         "</title><line x1=\"{x:.3}\" y1=\"{top}\" x2=\"{x:.3}\" y2=\"{bottom}\" \
@@ -296,20 +340,34 @@ fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> i
         ROW - 1.0,
         colour(name, s.kind, s.mirrored)
     )?;
-    let fits = ((w - 4.0) / CHAR).floor();
-    if fits >= 3.0 {
-        let fits = fits as usize;
-        write!(out, "<text x=\"{:.3}\" y=\"{}\">", x + 2.0, y + ROW - 4.5)?;
-        if name.chars().count() <= fits {
-            escape(out, name)?;
-        } else {
-            let cut: String = name.chars().take(fits - 2).collect();
-            escape(out, &cut)?;
-            out.write_all(b"..")?;
-        }
-        out.write_all(b"</text>")?;
-    }
+    cut_text(out, name, x + 2.0, y + ROW - 4.5, w - 4.0, "")?;
     out.write_all(b"</g>\n")
+}
+
+/// `text` at (`x`, `y`), cut with `..` to fit `w` pixels; nothing when fewer than 3 characters
+/// fit. `attributes` go into the element as they are.
+fn cut_text(
+    out: &mut dyn Write,
+    text: &str,
+    x: f64,
+    y: f64,
+    w: f64,
+    attributes: &str,
+) -> io::Result<()> {
+    let fits = (w / CHAR).floor();
+    if fits < 3.0 {
+        return Ok(());
+    }
+    let fits = fits as usize;
+    write!(out, "<text x=\"{x:.3}\" y=\"{y}\" {attributes}>")?;
+    if text.chars().count() <= fits {
+        escape(out, text)?;
+    } else {
+        let cut: String = text.chars().take(fits - 2).collect();
+        escape(out, &cut)?;
+        out.write_all(b"..")?;
+    }
+    out.write_all(b"</text>")
 }
 
 fn colour(name: &str, kind: FrameKind, mirrored: bool) -> String {
