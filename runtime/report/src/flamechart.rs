@@ -118,40 +118,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         out,
         "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"#fdfdf8\"/>"
     )?;
-    write!(
-        out,
-        "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
-        width / 2.0
-    )?;
-    let whose = m.whose();
-    escape(out, &format!("bootprof flame chart: {whose}"))?;
-    writeln!(out, "</text>")?;
-    write!(
-        out,
-        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">",
-        width / 2.0
-    )?;
-    escape(
-        out,
-        &format!(
-            "{}, {} threads; time runs left to right; hover a frame for its name and \
-             duration{}",
-            if zero > 0 {
-                format!(
-                    "{} ms from the first record ({} ms after recording began)",
-                    millis(total),
-                    millis(zero)
-                )
-            } else {
-                format!("{} ms", millis(m.end_ns))
-            },
-            m.lanes.len(),
-            m.trace
-                .losses()
-                .map_or(String::new(), |l| format!(". Not shown: {l}"))
-        ),
-    )?;
-    writeln!(out, "</text>")?;
+    titles(out, m, width, zero, total)?;
     axis(out, total, chart, height)?;
 
     let x = |ns: u64| MARGIN + ns.saturating_sub(zero).min(total) as f64 * scale;
@@ -194,6 +161,45 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         top = bottom + GAP;
     }
     writeln!(out, "</svg>")
+}
+
+/// The title and the line below it: whose trace, its span, its threads, what it lacks.
+fn titles(out: &mut dyn Write, m: &Model, width: f64, zero: u64, total: u64) -> io::Result<()> {
+    write!(
+        out,
+        "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
+        width / 2.0
+    )?;
+    let whose = m.whose();
+    escape(out, &format!("bootprof flame chart: {whose}"))?;
+    writeln!(out, "</text>")?;
+    write!(
+        out,
+        "<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">",
+        width / 2.0
+    )?;
+    escape(
+        out,
+        &format!(
+            "{}, {} threads; time runs left to right; hover a frame for its name and \
+             duration{}",
+            if zero > 0 {
+                format!(
+                    "{} ms from the first record ({} ms after recording began)",
+                    millis(total),
+                    millis(zero)
+                )
+            } else {
+                format!("{} ms", millis(m.end_ns))
+            },
+            m.lanes.len(),
+            m.trace
+                .losses()
+                .map_or(String::new(), |l| format!(". Not shown: {l}"))
+        ),
+    )?;
+    writeln!(out, "</text>")?;
+    Ok(())
 }
 
 /// The bands of the chart, each a list of lanes: one per thread; in a session of several
