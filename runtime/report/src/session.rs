@@ -369,10 +369,6 @@ pub(crate) fn current_boot_id() -> Option<[u8; 16]> {
 /// ran long enough; else between the lanes' starts when they lie 5 ms apart or more; else, on
 /// the boot that recorded them, between the session's start (or the first lane's) and now.
 fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
-    let rate = |(t0, n0): (u64, u64), (t1, n1): (u64, u64)| -> Option<u64> {
-        (n1 > n0 + 5_000_000 && t1 > t0)
-            .then(|| ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64)
-    };
     if let Some(hz) = session.and_then(|s| rate(s.start, s.end)) {
         return hz;
     }
@@ -399,7 +395,10 @@ fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
     // else (another boot, or nonsense times) this machine's rate, measured over 6 ms.
     let start = session.map(|s| s.start).or(first).unwrap_or((0, 0));
     let same_boot = current_boot_id().is_some_and(|id| {
-        session.map_or_else(|| lanes.iter().all(|l| l.header.boot_id == id), |s| s.boot_id == id)
+        session.map_or_else(
+            || lanes.iter().all(|l| l.header.boot_id == id),
+            |s| s.boot_id == id,
+        )
     });
     if let Some(hz) = rate(start, clocks_now()).filter(|_| same_boot) {
         return hz;
@@ -407,6 +406,17 @@ fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
     let then = clocks_now();
     std::thread::sleep(std::time::Duration::from_millis(6));
     rate(then, clocks_now()).unwrap_or(1_000_000_000)
+}
+
+/// The TSC rate between two readings of (TSC, `CLOCK_MONOTONIC` ns) taken more than 5 ms apart,
+/// if the TSC advanced; `None` for times out of order, too close, or a rate that is no rate (0
+/// or beyond `u64`: the times of a damaged lane or session file are anything).
+fn rate((t0, n0): (u64, u64), (t1, n1): (u64, u64)) -> Option<u64> {
+    let ns = n1.checked_sub(n0).filter(|&ns| ns > 5_000_000)?;
+    let ticks = t1.checked_sub(t0).filter(|&t| t > 0)?;
+    u64::try_from(u128::from(ticks) * 1_000_000_000 / u128::from(ns))
+        .ok()
+        .filter(|&hz| hz > 0)
 }
 
 /// The TSC and `CLOCK_MONOTONIC` in nanoseconds (the clock of the lanes' start times), read
@@ -521,5 +531,30 @@ fn merge(
         processes,
         thread_process,
         problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Times from damaged headers are anything: no rate comes of them, and no overflow.
+    #[test]
+    fn a_rate_needs_times_in_order_and_apart() {
+        assert_eq!(
+            rate((0, 0), (3_000_000_000, 1_000_000_000)),
+            Some(3_000_000_000)
+        );
+        assert_eq!(rate((0, 0), (1, 4_000_000)), None, "too close");
+        assert_eq!(rate((5, 0), (4, 1_000_000_000)), None, "the TSC went back");
+        assert_eq!(
+            rate((0, 1_000_000_000), (9, 0)),
+            None,
+            "the clock went back"
+        );
+        // A start time near the end of u64 (as the fuzzer made one): n0 + 5 ms overflowed.
+        assert_eq!(rate((0, u64::MAX - 1), (1, u64::MAX)), None);
+        assert_eq!(rate((0, 0), (1, 2_000_000_000)), None, "below 1 Hz");
+        assert_eq!(rate((0, 0), (u64::MAX, 5_000_001)), None, "beyond u64");
     }
 }
