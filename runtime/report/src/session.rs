@@ -347,8 +347,13 @@ fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
     }
 }
 
-/// The kernel's boot id now, as the lanes store it.
+/// The kernel's boot id now, as the lanes store it (read once: it is the same until a reboot).
 pub(crate) fn current_boot_id() -> Option<[u8; 16]> {
+    static ID: std::sync::OnceLock<Option<[u8; 16]>> = std::sync::OnceLock::new();
+    *ID.get_or_init(read_boot_id)
+}
+
+fn read_boot_id() -> Option<[u8; 16]> {
     let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let hex: Vec<u8> = text
         .bytes()
@@ -403,9 +408,18 @@ fn tsc_hz(lanes: &[LaneData], session: Option<&SessionHeader>) -> u64 {
     if let Some(hz) = rate(start, clocks_now()).filter(|_| same_boot) {
         return hz;
     }
-    let then = clocks_now();
-    std::thread::sleep(std::time::Duration::from_millis(6));
-    rate(then, clocks_now()).unwrap_or(1_000_000_000)
+    machine_tsc_hz()
+}
+
+/// This machine's TSC rate, measured over 6 ms the first time it is asked for: a reader of many
+/// lanes from elsewhere (or of damaged ones) waits once, not once per lane.
+fn machine_tsc_hz() -> u64 {
+    static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HZ.get_or_init(|| {
+        let then = clocks_now();
+        std::thread::sleep(std::time::Duration::from_millis(6));
+        rate(then, clocks_now()).unwrap_or(1_000_000_000)
+    })
 }
 
 /// The TSC rate between two readings of (TSC, `CLOCK_MONOTONIC` ns) taken more than 5 ms apart,
