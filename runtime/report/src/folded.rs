@@ -120,7 +120,8 @@ impl Sink for Folder {
     ) -> io::Result<()> {
         if let Some(node) = self.lanes[lane].pop() {
             let total = end.saturating_sub(frame.start);
-            self.tree.value[node as usize] += total.saturating_sub(frame.children);
+            let value = &mut self.tree.value[node as usize];
+            *value = value.saturating_add(total.saturating_sub(frame.children));
         }
         Ok(())
     }

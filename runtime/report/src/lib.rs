@@ -170,3 +170,46 @@ pub fn report(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::build::TraceBuilder;
+    use bootprof_format::trace::RecordKind as K;
+    use bootprof_format::Kind;
+
+    /// Times that do not fit in u64 nanoseconds (a TSC rate of 1 Hz, TSCs of 2^62): two threads
+    /// of one name each run f inside f for the whole trace. The folded stacks, the points and
+    /// the summary add up those times across frames and threads: the sums saturate, not wrap.
+    #[test]
+    fn sums_of_times_saturate() {
+        let mut b = TraceBuilder::new(1, 1, 0);
+        let enter = b.site(Kind::Fentry, "", "__fentry__", "f", 0x1000, 0);
+        let exit = b.site(Kind::CygExit, "", "__cyg_profile_func_exit", "f", 0x1008, 8);
+        b.thread(1, Some("w"));
+        b.thread(2, Some("w"));
+        for tid in [1, 2] {
+            b.record(0, tid, K::Enter, enter, 0);
+            b.record(0, tid, K::Enter, enter, 0);
+        }
+        for tid in [1, 2] {
+            b.record(1 << 62, tid, K::Exit, exit, 0);
+            b.record(1 << 62, tid, K::Exit, exit, 0);
+        }
+        let trace = parse_trace(&b.bytes(), "t").unwrap();
+        let report = |format| {
+            let mut out = Vec::new();
+            write_report(&trace, format, &Options::default(), &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let max = u64::MAX;
+        assert_eq!(report(Format::Folded), format!("w;f;f {max}\n"));
+        let points = report(Format::Points);
+        let f = points.lines().find(|l| l.starts_with("f ")).unwrap();
+        let total = format!("{}.{:06}", max / 1_000_000, max % 1_000_000);
+        assert!(f.contains(&total), "{points}");
+        let summary = report(Format::Summary);
+        let ms = crate::model::millis(max);
+        assert!(summary.contains(&format!("  {ms}  {ms}  ")), "{summary}");
+    }
+}

@@ -4,7 +4,9 @@
 //! trace start, the function containing an address, and the waits and their blame (found by [`crate::holds`]).
 //!
 //! The trace starts at the header's start TSC, or at the first record if one is earlier.
-//! Nanoseconds are computed exactly from the TSC and its frequency.
+//! Nanoseconds are computed exactly from the TSC and its frequency, and saturate at `u64::MAX`
+//! (584 years), as do the sums of durations the formats make: only the TSCs of a damaged trace
+//! get there, and a sum that wrapped would show such a trace as a short one.
 
 use crate::trace::Trace;
 use bootprof_format::trace::{display_name, Record, RecordKind, NO_SITE};

@@ -59,7 +59,7 @@ pub fn points_by_process(m: &Model) -> io::Result<ByProcess> {
                 .entry(name)
                 .or_insert(Point::EMPTY);
             q.count += p.count;
-            q.total += p.total;
+            q.total = q.total.saturating_add(p.total);
             q.min = q.min.min(p.min);
             q.max = q.max.max(p.max);
         }
@@ -158,7 +158,7 @@ impl Sink for Points {
         let d = end.saturating_sub(frame.start);
         let p = self.0.entry((lane, frame.name)).or_insert(Point::EMPTY);
         p.count += 1;
-        p.total += d;
+        p.total = p.total.saturating_add(d);
         p.min = p.min.min(d);
         p.max = p.max.max(d);
         Ok(())

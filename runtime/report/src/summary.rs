@@ -91,9 +91,11 @@ impl Sink for Tally {
             .any(|f| f.name == frame.name && f.kind == FrameKind::Function && !f.mirrored);
         let add = |u: &mut Usage| {
             u.calls += 1;
-            u.self_time += total.saturating_sub(frame.children);
+            u.self_time = u
+                .self_time
+                .saturating_add(total.saturating_sub(frame.children));
             if !recursive {
-                u.inclusive += total;
+                u.inclusive = u.inclusive.saturating_add(total);
             }
         };
         add(self.functions.entry(frame.name).or_default());

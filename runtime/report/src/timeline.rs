@@ -284,7 +284,7 @@ impl<S: Sink> Walker<'_, '_, S> {
             let duration = t.saturating_sub(frame.start);
             self.sink.close(lane, &state.stack, &frame, t, how)?;
             if let Some(parent) = state.stack.last_mut() {
-                parent.children += duration;
+                parent.children = parent.children.saturating_add(duration);
             }
         } else {
             return Ok(());
