@@ -462,6 +462,11 @@ fn merge(
     let mut records: Vec<Record> = Vec::new();
     let mut processes = Vec::new();
     let mut thread_process: HashMap<u32, (usize, u32)> = HashMap::new();
+    // Keys for threads whose tid an earlier lane took: numbers no lane's thread has.
+    let taken: std::collections::HashSet<u32> = lanes
+        .iter()
+        .flat_map(|l| l.records.iter().map(|(t, _)| *t))
+        .collect();
     let mut next_key = 0xF000_0000u32;
     let start_tsc = lanes.iter().map(|l| l.header.start_tsc).min().unwrap_or(0);
     let dropped = lanes.iter().map(|l| l.process.dropped).sum();
@@ -481,7 +486,10 @@ fn merge(
         tids.dedup();
         for tid in tids {
             let key = if thread_process.contains_key(&tid) {
-                next_key += 1;
+                next_key = (next_key + 1..=u32::MAX)
+                    .chain(1..next_key)
+                    .find(|k| !taken.contains(k) && !thread_process.contains_key(k))
+                    .expect("fewer threads than u32 values");
                 next_key
             } else {
                 tid
