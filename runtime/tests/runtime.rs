@@ -1227,6 +1227,22 @@ fn keep_start_last_and_all() {
         }
     }
     eprintln!("kept, dropped, overwritten: {seen:?}");
+    // A flight recorder without a session, dumped at exit as one trace file: the last ones.
+    let trace_path = w.path("last.trace");
+    let o = Command::new(w.path("endings"))
+        .args(["exit", "10000", "0"])
+        .env("BOOTPROF_ENABLE", "*")
+        .env("BOOTPROF_KEEP", "last")
+        .env("BOOTPROF_BUFFER", "1000")
+        .env("BOOTPROF_OUTPUT", &trace_path)
+        .output()
+        .unwrap();
+    ok(&o);
+    let t = read_trace(&trace_path);
+    let args: Vec<u64> = t.records.iter().map(|r| r.arg).collect();
+    let n = args.len() as u64;
+    assert!((1000..=1000 + 2 * 254).contains(&n), "{n}");
+    assert_eq!(args, (10_000 - n..10_000).collect::<Vec<u64>>());
 }
 
 /// `bootprof report` over a session of five processes (one crashes): every format shows every
