@@ -38,7 +38,9 @@ struct LaneData {
     sites: HashMap<u32, TraceSite>,
     threads: HashMap<u32, String>,
     /// (tid, record with the lane's site id).
-    records: Vec<(u32, fmt::SlotRecord)>,
+    /// Records as the lane has them: `tid` the real thread id, `site` the lane's site id (both
+    /// mapped when the lanes are merged, in place).
+    records: Vec<Record>,
 }
 
 /// Reads the session in `path` (a directory), or the one lane file `path`.
@@ -302,7 +304,18 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
             let at = k * CHUNK_SIZE;
             if let Chunk::Data { base, slots, .. } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
                 let records = &mut lane.records;
-                let stats = fmt::slot_records(base, slots, |r| records.push((tid, r)));
+                let stats = fmt::slot_records(base, slots, |r| {
+                    // slot_records hands on only kinds 1-8, each a RecordKind.
+                    if let Some(kind) = RecordKind::from_u8(r.kind) {
+                        records.push(Record {
+                            tsc: r.tsc,
+                            arg: r.arg,
+                            tid,
+                            site: r.site,
+                            kind,
+                        });
+                    }
+                });
                 lane.process.torn += stats.torn;
                 lane.process.damaged += stats.bad;
                 lane.process.records += stats.records;
@@ -339,7 +352,7 @@ fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
         } else {
             Ending::Vanished
         };
-        let last = lanes[i].records.iter().map(|(_, r)| r.tsc).max();
+        let last = lanes[i].records.iter().map(|r| r.tsc).max();
         let end_tsc = (h.end_tsc != 0).then_some(h.end_tsc).or(last);
         let p = &mut lanes[i].process;
         p.ending = ending;
@@ -465,7 +478,7 @@ fn merge(
     // Keys for threads whose tid an earlier lane took: numbers no lane's thread has.
     let taken: std::collections::HashSet<u32> = lanes
         .iter()
-        .flat_map(|l| l.records.iter().map(|(t, _)| *t))
+        .flat_map(|l| l.records.iter().map(|r| r.tid))
         .collect();
     let mut next_key = 0xF000_0000u32;
     let start_tsc = lanes.iter().map(|l| l.header.start_tsc).min().unwrap_or(0);
@@ -481,7 +494,7 @@ fn merge(
             sites.push(site);
         }
         let mut key_of: HashMap<u32, u32> = HashMap::new();
-        let mut tids: Vec<u32> = lane.records.iter().map(|(t, _)| *t).collect();
+        let mut tids: Vec<u32> = lane.records.iter().map(|r| r.tid).collect();
         tids.sort_unstable();
         tids.dedup();
         for tid in tids {
@@ -498,8 +511,9 @@ fn merge(
             key_of.insert(tid, key);
             threads.push((key, lane.threads.get(&tid).cloned()));
         }
-        for (tid, r) in &lane.records {
-            let site = match index_of.get(&r.site) {
+        // In place, then moved: a session's records are held once.
+        for r in &mut lane.records {
+            r.site = match index_of.get(&r.site) {
                 Some(&i) => i,
                 None => {
                     // A site whose description the lane lost: shown as `?`.
@@ -518,20 +532,19 @@ fn merge(
                     i
                 }
             };
-            let Some(kind) = RecordKind::from_u8(r.kind) else {
-                continue;
-            };
-            records.push(Record {
-                tsc: r.tsc,
-                arg: r.arg,
-                tid: key_of[tid],
-                site,
-                kind,
-            });
+            r.tid = key_of[&r.tid];
+        }
+        if records.is_empty() {
+            records = std::mem::take(&mut lane.records);
+        } else {
+            records.append(&mut lane.records);
         }
         processes.push(lane.process);
     }
-    records.sort_by_key(|r| r.tsc);
+    // One lane's records are in order per thread; a stable sort keeps equal times in that order.
+    if !records.is_sorted_by_key(|r| r.tsc) {
+        records.sort_by_key(|r| r.tsc);
+    }
     Trace {
         header: TraceHeader {
             tsc_hz: hz,
