@@ -17,8 +17,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program with probes enabled and its hits recorded; the trace is written when it
-    /// exits (bootprof.<pid>.trace unless -o). The program must have been linked by bootprof-link.
+    /// Run a program with probes enabled and its hits recorded into a new session directory
+    /// (bootprof.<pid>.session unless -o): every process of its tree that carries the runtime
+    /// records into its own lane there, as it runs. The programs must have been linked by
+    /// bootprof-link.
     Run(RunOptions),
     /// Print the probe-site table of a linked executable or shared object, and check that every
     /// site holds its NOP (exit status 1 if one does not).
@@ -29,8 +31,9 @@ enum Command {
         /// The executable or shared object.
         binary: PathBuf,
     },
-    /// Turn a trace file (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace
-    /// JSON, folded stacks, an SVG flame chart, a profile-point table or a summary.
+    /// Turn a session (`bootprof run`'s directory), one lane file or a single trace file
+    /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, folded
+    /// stacks, an SVG flame chart, a profile-point table or a summary; every process shown.
     Report {
         /// The output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -42,7 +45,7 @@ enum Command {
         /// began (leaving out the runtime's own set-up and whatever ran before the first hit).
         #[arg(long)]
         from_first_record: bool,
-        /// The trace file.
+        /// The session directory, lane file or trace file.
         file: PathBuf,
     },
 }
