@@ -1149,3 +1149,74 @@ fn big_trace() {
     out.flush().unwrap();
     eprintln!("wrote {n} records to {}", Path::new(&path).display());
 }
+
+/// ftrace's trace options on the text format, each against the numbers the trace was built with
+/// (functions 0x100 apart from 0x401000 in the order first used: main, the annotations,
+/// init_config, parse, ...; a hook's caller is its function + 0x23).
+#[test]
+fn text_options_like_ftraces() {
+    let dir = TempDir::new("report-options");
+    let trace = small_boot().write(&dir, "boot.trace");
+    let lines = |options: &str| -> Vec<String> {
+        let out = run(cmd(BOOTPROF, ["report", "--options", options]).arg(&trace)).ok();
+        out.stdout
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let what = |l: &str| {
+        l.split_once(": ")
+            .map_or(l.to_string(), |(_, w)| w.to_string())
+    };
+    let sym = lines("sym-offset,sym-addr");
+    assert_eq!(
+        what(&sym[3]),
+        "init_config+0x0 <0x401200> <-main+0x23 <0x401023>"
+    );
+    assert_eq!(
+        what(&sym[4]),
+        "parse+0x0 <0x401300> <-init_config+0x23 <0x401223>"
+    );
+    assert_eq!(
+        what(&lines("sym-offset")[4]),
+        "parse+0x0 <-init_config+0x23"
+    );
+    assert_eq!(what(&lines("noprint-parent")[4]), "parse");
+    // Without the context, a line is what happened alone.
+    let bare = lines("nocontext-info");
+    assert_eq!(bare.len(), small_boot().records.len());
+    assert_eq!(
+        (bare[0].as_str(), bare[7].as_str()),
+        ("main", "EVENT app:ready arg=0x2a")
+    );
+    // raw and hex: KIND SITE ARG; app:ready is an EVENT (3) with argument 42.
+    let raw = lines("raw");
+    let (kind, rest) = what(&raw[7])
+        .split_once(' ')
+        .map(|(k, r)| (k.to_string(), r.to_string()))
+        .unwrap();
+    let (site, arg) = rest.split_once(' ').unwrap();
+    assert_eq!((kind.as_str(), arg), ("3", "42"), "{}", raw[7]);
+    let site: u32 = site.parse().unwrap();
+    assert_eq!(what(&lines("hex")[7]), format!("3 {site:x} 2a"));
+    // record-tgid: the process id beside every thread.
+    assert!(lines("record-tgid")
+        .iter()
+        .all(|l| l.contains(&format!("({PID:>7}) [000]"))));
+    // Only known names, and for the text format only.
+    let out = run(cmd(BOOTPROF, ["report", "--options", "sym-ofset"]).arg(&trace));
+    assert!(
+        out.code == Some(2) && out.stderr.contains("unknown text option `sym-ofset`"),
+        "{out}"
+    );
+    let out = run(cmd(
+        BOOTPROF,
+        ["report", "--format", "summary", "--options", "raw"],
+    )
+    .arg(&trace));
+    assert!(
+        out.code == Some(1) && out.stderr.contains("text only"),
+        "{out}"
+    );
+}

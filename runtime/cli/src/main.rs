@@ -45,6 +45,11 @@ enum Command {
         /// began (leaving out the runtime's own set-up and whatever ran before the first hit).
         #[arg(long)]
         from_first_record: bool,
+        /// Text format: ftrace's trace options, comma-separated, `no` before a name to turn it
+        /// off: print-parent (on), sym-offset, sym-addr, raw, hex, context-info (on),
+        /// record-tgid.
+        #[arg(long, value_name = "LIST", value_parser = bootprof_report::text::TextOptions::parse)]
+        options: Option<bootprof_report::text::TextOptions>,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -85,10 +90,15 @@ fn main() {
             format,
             output,
             from_first_record,
+            options: text,
             file,
         } => {
+            if text.is_some() && format != Format::Text {
+                fail("--options applies to --format text only");
+            }
             let options = bootprof_report::Options {
                 from_first_record,
+                text: text.unwrap_or_default(),
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {

@@ -79,6 +79,8 @@ pub struct Options {
     /// Flame chart: time zero is the first record, not the start of recording (whatever ran
     /// between the two, the runtime's own set-up first of all, is left out of the picture).
     pub from_first_record: bool,
+    /// Text format: ftrace's trace options.
+    pub text: text::TextOptions,
 }
 
 impl Default for Options {
@@ -87,6 +89,7 @@ impl Default for Options {
             top: 20,
             width: 1200,
             from_first_record: false,
+            text: text::TextOptions::default(),
         }
     }
 }
@@ -101,7 +104,7 @@ pub fn write_report(
     let mut model = model::Model::new(trace);
     holds::blame(&mut model);
     match format {
-        Format::Text => text::write(&model, out),
+        Format::Text => text::write_with(&model, &options.text, out),
         Format::Chrome => chrome::write(&model, out),
         Format::Folded => folded::write(&model, out),
         Format::Flamechart => flamechart::write(&model, options, out),

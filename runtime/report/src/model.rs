@@ -318,12 +318,18 @@ impl<'t> Model<'t> {
     /// highest start at or below it (functions without sites are unknown, so this is a guess
     /// near their ends).
     pub fn function_at(&self, lane: usize, address: u64) -> Option<NameId> {
+        self.function_start_at(lane, address).map(|(_, name)| name)
+    }
+
+    /// [`Model::function_at`], with the function's start address.
+    pub fn function_start_at(&self, lane: usize, address: u64) -> Option<(u64, NameId)> {
         let p = self.lanes[lane].process.unwrap_or(0);
         let i = self
             .functions
             .partition_point(|&(q, start, _)| (q, start) <= (p, address));
         let i = i.checked_sub(1)?;
-        (self.functions[i].0 == p).then(|| self.functions[i].2)
+        let (q, start, name) = self.functions[i];
+        (q == p).then_some((start, name))
     }
 
     /// Whose trace this is, for a report's first line: `pid N`, or `session of N processes (root

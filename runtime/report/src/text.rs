@@ -28,13 +28,104 @@ use std::io::{self, Write};
 /// Annotated regions deeper than this do not name their parent.
 const MAX_DEPTH: usize = 256;
 
-/// Writes the text report.
+/// ftrace's trace options that apply to a user-space trace (`bootprof report --options`, a
+/// comma-separated list; `no` before a name turns it off):
+///
+/// | option | default | what it does |
+/// |---|---|---|
+/// | `print-parent` | on | an ENTER shows its caller after `<-` |
+/// | `sym-offset` | off | a hook's function and its caller as `name+0xOFFSET`: the site's offset in its function, the return address's in the caller (`init_config+0x0 <-main+0x23`) |
+/// | `sym-addr` | off | the address after each of those names: `init_config <0x401200> <-main <0x401023>` |
+/// | `raw` | off | each record as numbers, `KIND SITE ARG` in decimal (the kind as in the trace format, the site's index in the trace) |
+/// | `hex` | off | as `raw`, in hexadecimal |
+/// | `context-info` | on | the TASK-PID, CPU and TIMESTAMP columns |
+/// | `record-tgid` | off | the TGID column (the process id) even for one process |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextOptions {
+    /// See the table.
+    pub print_parent: bool,
+    /// See the table.
+    pub sym_offset: bool,
+    /// See the table.
+    pub sym_addr: bool,
+    /// See the table.
+    pub raw: bool,
+    /// See the table.
+    pub hex: bool,
+    /// See the table.
+    pub context_info: bool,
+    /// See the table.
+    pub record_tgid: bool,
+}
+
+impl Default for TextOptions {
+    fn default() -> TextOptions {
+        TextOptions {
+            print_parent: true,
+            sym_offset: false,
+            sym_addr: false,
+            raw: false,
+            hex: false,
+            context_info: true,
+            record_tgid: false,
+        }
+    }
+}
+
+impl TextOptions {
+    /// The option names, as `--options` takes them.
+    pub const NAMES: [&'static str; 7] = [
+        "print-parent",
+        "sym-offset",
+        "sym-addr",
+        "raw",
+        "hex",
+        "context-info",
+        "record-tgid",
+    ];
+
+    /// The defaults changed by `list` (`sym-offset,noprint-parent`); the error names an
+    /// unknown option and lists the known ones.
+    pub fn parse(list: &str) -> Result<TextOptions, String> {
+        let mut o = TextOptions::default();
+        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (on, name) = match item.strip_prefix("no") {
+                Some(rest) if TextOptions::NAMES.contains(&rest) => (false, rest),
+                _ => (true, item),
+            };
+            let field = match name {
+                "print-parent" => &mut o.print_parent,
+                "sym-offset" => &mut o.sym_offset,
+                "sym-addr" => &mut o.sym_addr,
+                "raw" => &mut o.raw,
+                "hex" => &mut o.hex,
+                "context-info" => &mut o.context_info,
+                "record-tgid" => &mut o.record_tgid,
+                _ => {
+                    return Err(format!(
+                        "unknown text option `{item}` (known: {}; `no` before a name turns it off)",
+                        TextOptions::NAMES.join(", ")
+                    ))
+                }
+            };
+            *field = on;
+        }
+        Ok(o)
+    }
+}
+
+/// Writes the text report with the default options.
 pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
+    write_with(m, &TextOptions::default(), dest)
+}
+
+/// Writes the text report.
+pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io::Result<()> {
     // Lines are formatted into a buffer of our own and handed on in large pieces.
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + 4096);
     let out = &mut buf;
-    let many = m.many_processes();
-    header(m, out)?;
+    let many = m.many_processes() || options.record_tgid;
+    header(m, options, out)?;
     let task = |name: Option<&str>, tid: u32, pid: u32| {
         let t = format!("{:>16}-{:<7}", name.unwrap_or("<...>"), tid);
         if many {
@@ -77,47 +168,25 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
         while let Some((t, task, what)) = ends.next_if(|e| e.0 < r.tsc) {
             end_line(out, m.ns(t), &task, &what)?;
         }
-        let ns = m.ns(r.tsc);
-        write!(
-            out,
-            "{} [000] {:>6}.{:06}: ",
-            tasks[lane],
-            ns / 1_000_000_000,
-            ns % 1_000_000_000 / 1000
-        )?;
-        let name = m.name(r);
-        let text = m.text(name);
-        let stack = &mut stacks[lane];
-        match r.kind {
-            RecordKind::Enter => {
-                out.write_all(text.as_bytes())?;
-                if m.is_hook(r) {
-                    if r.arg != 0 {
-                        match m.function_at(lane, r.arg) {
-                            Some(p) => write!(out, " <-{}", m.text(p))?,
-                            None => write!(out, " <-{:#x}", r.arg)?,
-                        }
-                    }
-                } else if let Some(&p) = stack.last() {
-                    write!(out, " <-{}", m.text(p))?;
-                }
-                if stack.len() < MAX_DEPTH {
-                    stack.push(name);
-                }
-                out.write_all(b"\n")?;
+        if options.context_info {
+            let ns = m.ns(r.tsc);
+            write!(
+                out,
+                "{} [000] {:>6}.{:06}: ",
+                tasks[lane],
+                ns / 1_000_000_000,
+                ns % 1_000_000_000 / 1000
+            )?;
+        }
+        if options.raw || options.hex {
+            let (kind, site) = (r.kind as u8, r.site);
+            if options.hex {
+                writeln!(out, "{kind:x} {site:x} {:x}", r.arg)?;
+            } else {
+                writeln!(out, "{kind} {site} {}", r.arg)?;
             }
-            RecordKind::Exit => {
-                if let Some(i) = stack.iter().rposition(|&n| n == name) {
-                    stack.truncate(i);
-                }
-                writeln!(out, "EXIT {text}")?;
-            }
-            RecordKind::Event => writeln!(out, "EVENT {text} arg={:#x}", r.arg)?,
-            RecordKind::Thread if r.site == bootprof_format::trace::NO_SITE => {
-                let l = &m.lanes[lane];
-                writeln!(out, "THREAD {}", l.name.as_deref().unwrap_or("-"))?
-            }
-            kind => writeln!(out, "{} {text}", kind.name())?,
+        } else {
+            record_text(m, options, out, lane, r, &mut stacks[lane])?;
         }
         if out.len() >= FLUSH_AT {
             dest.write_all(&out[..])?;
@@ -132,9 +201,75 @@ pub fn write(m: &Model, dest: &mut dyn Write) -> io::Result<()> {
 
 const FLUSH_AT: usize = 1 << 16;
 
+/// One record's text after its context, symbolic: `f <-caller`, `EXIT f`, `EVENT app:x arg=0x1`.
+fn record_text(
+    m: &Model,
+    options: &TextOptions,
+    out: &mut Vec<u8>,
+    lane: usize,
+    r: &bootprof_format::trace::Record,
+    stack: &mut Vec<NameId>,
+) -> io::Result<()> {
+    let name = m.name(r);
+    let text = m.text(name);
+    match r.kind {
+        RecordKind::Enter => {
+            out.write_all(text.as_bytes())?;
+            if m.is_hook(r) {
+                let site = &m.trace.sites[r.site as usize];
+                symbol_suffix(out, options, u64::from(site.func_offset), site.address)?;
+                if r.arg != 0 && options.print_parent {
+                    match m.function_start_at(lane, r.arg) {
+                        Some((start, p)) => {
+                            write!(out, " <-{}", m.text(p))?;
+                            symbol_suffix(out, options, r.arg - start, r.arg)?;
+                        }
+                        None => write!(out, " <-{:#x}", r.arg)?,
+                    }
+                }
+            } else if let Some(&p) = stack.last().filter(|_| options.print_parent) {
+                write!(out, " <-{}", m.text(p))?;
+            }
+            if stack.len() < MAX_DEPTH {
+                stack.push(name);
+            }
+            out.write_all(b"\n")?;
+        }
+        RecordKind::Exit => {
+            if let Some(i) = stack.iter().rposition(|&n| n == name) {
+                stack.truncate(i);
+            }
+            writeln!(out, "EXIT {text}")?;
+        }
+        RecordKind::Event => writeln!(out, "EVENT {text} arg={:#x}", r.arg)?,
+        RecordKind::Thread if r.site == bootprof_format::trace::NO_SITE => {
+            let l = &m.lanes[lane];
+            writeln!(out, "THREAD {}", l.name.as_deref().unwrap_or("-"))?
+        }
+        kind => writeln!(out, "{} {text}", kind.name())?,
+    }
+    Ok(())
+}
+
+/// What `sym-offset` and `sym-addr` add after a function's name: `+0xOFFSET`, ` <0xADDRESS>`.
+fn symbol_suffix(
+    out: &mut Vec<u8>,
+    options: &TextOptions,
+    offset: u64,
+    address: u64,
+) -> io::Result<()> {
+    if options.sym_offset {
+        write!(out, "+{offset:#x}")?;
+    }
+    if options.sym_addr {
+        write!(out, " <{address:#x}>")?;
+    }
+    Ok(())
+}
+
 /// The lines before the records: the trace's size, what it lacks, its processes, the columns.
-fn header(m: &Model, out: &mut Vec<u8>) -> io::Result<()> {
-    let many = m.many_processes();
+fn header(m: &Model, options: &TextOptions, out: &mut Vec<u8>) -> io::Result<()> {
+    let many = m.many_processes() || options.record_tgid;
     let h = &m.trace.header;
     writeln!(out, "# tracer: bootprof")?;
     writeln!(out, "#")?;
@@ -162,20 +297,24 @@ fn header(m: &Model, out: &mut Vec<u8>) -> io::Result<()> {
         )?;
     }
     writeln!(out, "#")?;
-    if many {
+    let what = if options.raw || options.hex {
+        "KIND SITE ARG"
+    } else {
+        "FUNCTION"
+    };
+    if !options.context_info {
+        writeln!(out, "# {what}")?;
+    } else if many {
         writeln!(
             out,
-            "#           TASK-PID      TGID    CPU#     TIMESTAMP  FUNCTION"
+            "#           TASK-PID      TGID    CPU#     TIMESTAMP  {what}"
         )?;
         writeln!(
             out,
             "#              | |          |        |          |         |"
         )?;
     } else {
-        writeln!(
-            out,
-            "#           TASK-PID      CPU#     TIMESTAMP  FUNCTION"
-        )?;
+        writeln!(out, "#           TASK-PID      CPU#     TIMESTAMP  {what}")?;
         writeln!(out, "#              | |          |          |         |")?;
     }
     Ok(())
