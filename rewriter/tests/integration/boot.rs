@@ -136,7 +136,12 @@ fn boot_example_flame_chart_shows_each_phase_and_the_blamed_worker() {
         2,
         "warm_cache on the worker's band and spliced under main's wait"
     );
-    assert!(spliced.iter().all(|x| x.1 >= 60.0));
+    // The worker's own warm_cache sleeps 60 ms; the copy under main's wait starts at the later of
+    // main's WAIT and warm_cache's start, which the scheduler may order either way.
+    assert!(
+        spliced.iter().all(|x| x.1 >= 55.0) && spliced.iter().any(|x| x.1 >= 60.0),
+        "warm_cache: {spliced:?}"
+    );
 }
 
 /// `-finstrument-functions` sites give entries and exits: full call stacks in the folded output,
