@@ -60,6 +60,13 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     let Some(site) = site else {
         return chain(sig, info, ctx);
     };
+    // The state first, then the byte. Every change stores the state before it writes an int3
+    // and writes the bytes that take an int3 away before it stores the state, so a state read
+    // first is never older than the int3 this thread hit, and the byte read after it is never
+    // older than that state: an int3 seen with DISABLED is not ours. (Byte first, a disable
+    // landing between the two reads showed our own int3 with DISABLED, and the trap went to
+    // the default action: the process died of SIGTRAP.)
+    let state = site.state();
     // SAFETY: the site is in our own loaded code.
     let byte = unsafe { std::ptr::read_volatile(pc as *const u8) };
     if byte != code::INT3 {
@@ -70,14 +77,14 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     if site.is_guard() {
         // A guard is never trapped on purpose: this is the int3 of the bridge that writes or
         // takes away its jump. Run the jump (on its way in, or in place) or the NOP.
-        match site.state() {
+        match state {
             ENABLING_CALL | CALL => g[REG_RIP] = site.target as i64,
             DISABLING_CALL => g[REG_RIP] = (site.addr + site.site_len() as u64) as i64,
             _ => chain(sig, info, ctx),
         }
         return;
     }
-    match site.state() {
+    match state {
         TRAP | ENABLING_CALL => {
             let args = [
                 g[libc::REG_RDI as usize] as u64,
