@@ -458,17 +458,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
                 tid, base, slots, ..
             } = lane::chunk(c)
             {
-                lane::slot_records(base, slots, |r| {
-                    if let Some(kind) = RecordKind::from_u8(r.kind) {
-                        records.push(Record {
-                            tsc: r.tsc,
-                            arg: r.arg,
-                            tid,
-                            site: r.site,
-                            kind,
-                        });
-                    }
-                });
+                lane::slot_records(base, slots, |r| records.push(r.record(tid)));
             }
         }
     }

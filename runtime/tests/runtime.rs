@@ -593,7 +593,7 @@ fn read_session(dir: &Path) -> Trace {
             arg: r.arg,
             tid,
             site: index[&r.site],
-            kind: RecordKind::from_u8(r.kind).unwrap(),
+            kind: r.kind,
         })
         .collect();
     records.sort_by_key(|r| r.tsc);

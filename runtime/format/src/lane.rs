@@ -43,6 +43,7 @@
 //! `LANE_PARENT_CHUNKS`.
 
 use crate::le::{u32_at, u64_at};
+use crate::trace::{Record, RecordKind};
 
 /// First bytes of a lane file.
 pub const LANE_MAGIC: [u8; 8] = *b"BPLANE\0\0";
@@ -291,10 +292,23 @@ pub struct SlotRecord {
     pub tsc: u64,
     /// Site id.
     pub site: u32,
-    /// The `RecordKind` byte.
-    pub kind: u8,
+    /// What it says.
+    pub kind: RecordKind,
     /// The argument.
     pub arg: u64,
+}
+
+impl SlotRecord {
+    /// The record, as the trace format has it, of thread `tid` (its `site` still the site id).
+    pub fn record(self, tid: u32) -> Record {
+        Record {
+            tsc: self.tsc,
+            arg: self.arg,
+            tid,
+            site: self.site,
+            kind: self.kind,
+        }
+    }
 }
 
 /// A chunk, decoded from its header.
@@ -368,11 +382,13 @@ pub fn slot_records(base: u64, slots: &[u8], mut each: impl FnMut(SlotRecord)) -
             continue;
         }
         let site = (w0 >> 48) as u32 | ((w1 >> 48) as u32 & 0xff) << 16;
-        let base_kind = kind & !KIND_WIDE_ARG;
-        if kind == KIND_ARG_SLOT || !(1..=8).contains(&base_kind) {
-            stats.bad += 1;
-            continue;
-        }
+        let record_kind = match RecordKind::from_u8(kind & !KIND_WIDE_ARG) {
+            Some(k) if kind != KIND_ARG_SLOT => k,
+            _ => {
+                stats.bad += 1;
+                continue;
+            }
+        };
         let mut arg = w1 & MAX_NARROW_ARG;
         if kind & KIND_WIDE_ARG != 0 {
             // Written before its record: present whenever the record is.
@@ -388,7 +404,7 @@ pub fn slot_records(base: u64, slots: &[u8], mut each: impl FnMut(SlotRecord)) -
         each(SlotRecord {
             tsc: base.wrapping_add(w0 & MAX_DELTA),
             site,
-            kind: base_kind,
+            kind: record_kind,
             arg,
         });
     }
@@ -630,10 +646,18 @@ mod tests {
         let r = got[0].unwrap();
         assert_eq!(
             (r.tsc, r.site, r.kind, r.arg),
-            (100 + MAX_DELTA, MAX_SITE_ID, 3, MAX_NARROW_ARG)
+            (
+                100 + MAX_DELTA,
+                MAX_SITE_ID,
+                RecordKind::Event,
+                MAX_NARROW_ARG
+            )
         );
         let r = got[1].unwrap();
-        assert_eq!((r.tsc, r.site, r.kind, r.arg), (107, 0x12345, 3, u64::MAX));
+        assert_eq!(
+            (r.tsc, r.site, r.kind, r.arg),
+            (107, 0x12345, RecordKind::Event, u64::MAX)
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use bootprof_format::lane::{
     self as fmt, field, Chunk, End, Keep, LaneHeader, Meta, SessionHeader, CHUNK_SIZE,
     LANE_HEADER_SIZE,
 };
-use bootprof_format::trace::{Record, RecordKind, TraceHeader};
+use bootprof_format::trace::{Record, TraceHeader};
 use bootprof_format::Kind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -304,18 +304,7 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
             let at = k * CHUNK_SIZE;
             if let Chunk::Data { base, slots, .. } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
                 let records = &mut lane.records;
-                let stats = fmt::slot_records(base, slots, |r| {
-                    // slot_records hands on only kinds 1-8, each a RecordKind.
-                    if let Some(kind) = RecordKind::from_u8(r.kind) {
-                        records.push(Record {
-                            tsc: r.tsc,
-                            arg: r.arg,
-                            tid,
-                            site: r.site,
-                            kind,
-                        });
-                    }
-                });
+                let stats = fmt::slot_records(base, slots, |r| records.push(r.record(tid)));
                 lane.process.torn += stats.torn;
                 lane.process.damaged += stats.bad;
                 lane.process.records += stats.records;
