@@ -7,8 +7,7 @@
 //!
 //! Each input runs under `catch_unwind` so that one failure lists every input that panics.
 
-use bootprof_format::lane::LANE_MAGIC;
-use bootprof_report::{session, write_report, Format, Options};
+use bootprof_report::{write_report, Format, Options};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -37,12 +36,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// What the fuzz target (`runtime/report/fuzz/fuzz_targets/read_trace.rs`) does with one input.
 fn read_and_report(data: &[u8]) {
-    let read = if data.starts_with(&LANE_MAGIC) {
-        session::parse_lane(data, Path::new("fuzz.lane"))
-    } else {
-        bootprof_report::parse_trace(data, "fuzz.trace")
-    };
-    let Ok(trace) = read else {
+    let Ok(trace) = bootprof_report::input::parse(data, "fuzz input") else {
         return;
     };
     let _ = trace.losses();

@@ -2,19 +2,16 @@
 //! input justifies, and every report of what they read must be made without a panic.
 //!
 //! Takes arbitrary bytes: those that start with the lane magic (`BPLANE\0\0`) are one lane file
-//! of a recording session (`session::parse_lane`), anything else a single trace file
-//! (`parse_trace`). When the bytes read back, every format `bootprof report` has is written, as
+//! of a recording session, anything else a single trace file (`input::parse`). When the bytes read back, every format `bootprof report` has is written, as
 //! `report` writes it (`write_report`), and the Chrome format must be valid JSON.
 //!
 //! `runtime/report/tests/fuzz_regressions.rs` replays the kept inputs through the same calls.
 #![no_main]
 
-use bootprof_format::lane::LANE_MAGIC;
-use bootprof_report::{session, write_report, Format, Options};
+use bootprof_report::{write_report, Format, Options};
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use std::io::{self, Write};
-use std::path::Path;
 
 /// Keeps what a report writes up to `LIMIT` bytes and counts the rest, so that the reports of
 /// an input read back are checked without the harness itself holding their whole size.
@@ -42,12 +39,7 @@ impl Write for Kept {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let read = if data.starts_with(&LANE_MAGIC) {
-        session::parse_lane(data, Path::new("fuzz.lane"))
-    } else {
-        bootprof_report::parse_trace(data, "fuzz.trace")
-    };
-    let Ok(trace) = read else {
+    let Ok(trace) = bootprof_report::input::parse(data, "fuzz input") else {
         return;
     };
     let _ = trace.losses();
