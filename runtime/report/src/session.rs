@@ -90,11 +90,17 @@ pub fn read_session(path: &Path) -> Result<Trace> {
 
 /// Reads one lane file of the session in `dir`.
 fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let map = map(path).map_err(|e| Error::io(path, e))?;
+    lane_of_bytes(Some(dir), path, &map)
+}
+
+/// The lane file at `path`, mapped (a lane of a keep-all run can be gigabytes; only the pages
+/// read are read).
+fn map(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path)?;
     // SAFETY: a read-only map of a file we only read; a writer still running changes only
     // bytes nothing here trusts.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    lane_of_bytes(Some(dir), path, &map)
+    unsafe { memmap2::Mmap::map(&file) }
 }
 
 /// Checks and decodes one lane held in memory (`path` names it; a fork child's parent lane is
@@ -194,7 +200,7 @@ fn inherit_metadata(
         return;
     }
     let path = dir.join(String::from_utf8_lossy(parent).as_ref());
-    let Ok(data) = std::fs::read(&path) else {
+    let Ok(data) = map(&path) else {
         return;
     };
     let Ok(ph) = LaneHeader::decode(&data) else {
