@@ -39,10 +39,14 @@ pub struct Process {
 }
 
 impl Process {
+    /// The executable's file name (`?` when the lane does not say).
+    pub fn name(&self) -> &str {
+        self.exe.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?")
+    }
+
     /// `name-pid`, as the reports label a process: the executable's file name and the pid.
     pub fn label(&self) -> String {
-        let name = self.exe.rsplit('/').next().filter(|n| !n.is_empty());
-        format!("{}-{}", name.unwrap_or("?"), self.pid)
+        format!("{}-{}", self.name(), self.pid)
     }
 
     /// What the process lost, in one line, if anything.

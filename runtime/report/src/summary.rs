@@ -128,7 +128,7 @@ fn processes(m: &Model, totals: &Totals, out: &mut dyn Write) -> io::Result<()> 
         "pid", "parent", "name", "start ms", "end ms", "ended", "records"
     )?;
     for (i, p) in m.trace.processes.iter().enumerate() {
-        let name = p.exe.rsplit('/').next().unwrap_or("?");
+        let name = p.name();
         let top = totals.processes.get(&i).and_then(|f| {
             f.iter()
                 .max_by(|a, b| {

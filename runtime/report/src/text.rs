@@ -147,7 +147,7 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
         .filter(|p| many || p.ending.crashed())
         .filter_map(|p| {
             let t = p.end_tsc?;
-            let name = p.exe.rsplit('/').next().unwrap_or("?");
+            let name = p.name();
             Some((
                 t,
                 task(Some(name), p.pid, p.pid),
