@@ -382,22 +382,31 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
 /// TSC ticks per second, measured between the start of recording and now (at least 5 ms, so the
 /// clock's jitter of a microsecond or two stays under 0.05%).
 pub fn tsc_hz() -> u64 {
-    let (mut t0, mut n0) = (
-        START_TSC.load(Ordering::Relaxed),
-        START_NS.load(Ordering::Relaxed),
-    );
-    if t0 == 0 {
-        t0 = rdtsc();
-        n0 = monotonic_ns();
-    }
-    let mut t1 = rdtsc();
-    let mut n1 = monotonic_ns();
-    while n1.saturating_sub(n0) < 5_000_000 {
+    let start = recording_start().unwrap_or_else(clocks);
+    loop {
+        if let Some(hz) = hz_between(start, clocks()) {
+            return hz;
+        }
         std::hint::spin_loop();
-        t1 = rdtsc();
-        n1 = monotonic_ns();
     }
-    ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64
+}
+
+/// The TSC and `CLOCK_MONOTONIC` now.
+fn clocks() -> (u64, u64) {
+    (rdtsc(), monotonic_ns())
+}
+
+/// The TSC and the monotonic clock when recording started, if it has.
+fn recording_start() -> Option<(u64, u64)> {
+    let t0 = START_TSC.load(Ordering::Relaxed);
+    (t0 != 0).then(|| (t0, START_NS.load(Ordering::Relaxed)))
+}
+
+/// TSC ticks per second between two readings of [`clocks`], if they lie at least 5 ms apart (so
+/// the clock's jitter of a microsecond or two stays under 0.05%).
+fn hz_between((t0, n0): (u64, u64), (t1, n1): (u64, u64)) -> Option<u64> {
+    (n1.saturating_sub(n0) >= 5_000_000)
+        .then(|| (t1.wrapping_sub(t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64)
 }
 
 /// One line per profile point that was hit: name, count, total ms, average, min and max ns.
@@ -755,15 +764,9 @@ fn install_process_hooks() {
 
 /// The TSC frequency if recording has run long enough to measure it without waiting, else 0.
 fn measured_hz() -> u64 {
-    let (t0, n0) = (
-        START_TSC.load(Ordering::Relaxed),
-        START_NS.load(Ordering::Relaxed),
-    );
-    let (t1, n1) = (rdtsc(), monotonic_ns());
-    if t0 == 0 || n1.saturating_sub(n0) < 5_000_000 {
-        return 0;
-    }
-    ((t1 - t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64
+    recording_start()
+        .and_then(|start| hz_between(start, clocks()))
+        .unwrap_or(0)
 }
 
 /// Writes the names the process's threads have now (`/proc/self/task/*/comm`) into the lane:
