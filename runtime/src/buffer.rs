@@ -21,8 +21,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, 
 static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 /// Chunks the mapping may ever hold.
 static MAX_CHUNKS: AtomicU64 = AtomicU64::new(0);
-/// Chunks that exist (file allocated, pages populated).
-static GROWN: AtomicU64 = AtomicU64::new(0);
 static GROWING: AtomicBool = AtomicBool::new(false);
 /// The lane file, or -1 for anonymous memory.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -76,6 +74,13 @@ pub(crate) fn word(offset: usize) -> &'static AtomicU64 {
     unsafe { &*(base.add(offset) as *const AtomicU64) }
 }
 
+/// Chunks the lane holds (file allocated, pages populated): the header's `GROWN` word, which
+/// readers use to tell a failed claim from a file cut short.
+#[inline]
+fn grown() -> &'static AtomicU64 {
+    word(field::GROWN)
+}
+
 /// Writes a `u32` header field (the low half of its word is the field, the high half the next).
 pub(crate) fn set_u32(offset: usize, value: u32) {
     let base = BASE.load(Ordering::Relaxed);
@@ -98,7 +103,7 @@ pub(crate) fn used() -> &'static [u8] {
     }
     let n = word(field::CLAIMED)
         .load(Ordering::Acquire)
-        .min(GROWN.load(Ordering::Acquire));
+        .min(grown().load(Ordering::Acquire));
     // SAFETY: the first `n` chunks exist and stay mapped.
     unsafe {
         std::slice::from_raw_parts(
@@ -112,12 +117,12 @@ pub(crate) fn used() -> &'static [u8] {
 pub(crate) fn claim(n: u64) -> Option<u64> {
     let k = word(field::CLAIMED).fetch_add(n, Ordering::AcqRel);
     let end = k.checked_add(n)?;
-    (end <= GROWN.load(Ordering::Acquire) || grow(end)).then_some(k)
+    (end <= grown().load(Ordering::Acquire) || grow(end)).then_some(k)
 }
 
 /// Makes the lane hold at least `end` chunks now (a benchmark's buffer, grown beforehand).
 pub(crate) fn grow_to(end: u64) -> bool {
-    end <= GROWN.load(Ordering::Acquire) || grow(end)
+    end <= grown().load(Ordering::Acquire) || grow(end)
 }
 
 /// Grows the lane to at least `end` chunks; false if it cannot.
@@ -128,7 +133,7 @@ fn grow(end: u64) -> bool {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
-            let have = GROWN.load(Ordering::Acquire);
+            let have = grown().load(Ordering::Acquire);
             let ok = end <= have || {
                 let step = if have == 0 {
                     FIRST_CHUNKS
@@ -138,7 +143,7 @@ fn grow(end: u64) -> bool {
                 let to = end.max(have + step).min(MAX_CHUNKS.load(Ordering::Relaxed));
                 let ok = end <= to && extend(have, to);
                 if ok {
-                    GROWN.store(to, Ordering::Release);
+                    grown().store(to, Ordering::Release);
                 }
                 ok
             };
@@ -148,7 +153,7 @@ fn grow(end: u64) -> bool {
         while GROWING.load(Ordering::Acquire) {
             std::hint::spin_loop();
         }
-        if end <= GROWN.load(Ordering::Acquire) {
+        if end <= grown().load(Ordering::Acquire) {
             return true;
         }
     }
@@ -290,12 +295,30 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // A lane that cannot be made whole is taken away again: no empty file left in the session,
+    // no descriptor or mapping of it left for the fallback to memory to trip on.
+    let give_up = |e: std::io::Error| {
+        let base = BASE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: our own descriptor, mapping and file name in our directory.
+        unsafe {
+            if !base.is_null() && FD.load(Ordering::Relaxed) == fd {
+                libc::munmap(
+                    base.cast(),
+                    LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE,
+                );
+            }
+            FD.store(-1, Ordering::Relaxed);
+            libc::close(fd);
+            libc::unlinkat(dir, name.as_ptr().cast(), 0);
+        }
+        Err(e)
+    };
     // SAFETY: our new descriptor.
     if unsafe { libc::ftruncate(fd, LANE_HEADER_SIZE as libc::off_t) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        return give_up(std::io::Error::last_os_error());
     }
     let Some(base) = reserve(fd) else {
-        return Err(std::io::Error::last_os_error());
+        return give_up(std::io::Error::last_os_error());
     };
     for (i, w) in NAME.iter().enumerate() {
         let mut b = [0u8; 8];
@@ -303,11 +326,10 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
         w.store(u64::from_le_bytes(b), Ordering::Relaxed);
     }
     FD.store(fd, Ordering::Release);
-    GROWN.store(0, Ordering::Release);
     BASE.store(base, Ordering::Release);
     init_header(setup, parent);
     if !grow(FIRST_CHUNKS) {
-        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        return give_up(std::io::Error::from_raw_os_error(libc::ENOSPC));
     }
     Ok(())
 }
@@ -374,6 +396,11 @@ fn init_header(setup: Setup, parent: Option<([u8; 64], u64)>) {
     if let Some((name, chunks)) = parent {
         put(header, field::PARENT_LANE, &name);
         put(header, field::PARENT_CHUNKS, &chunks.to_le_bytes());
+    }
+    if FD.load(Ordering::Relaxed) < 0 {
+        // Anonymous memory is read by this process's dump alone, which needs none of what
+        // follows: who the process is is for the readers of a session's lanes.
+        return;
     }
     let mut id = [0u8; 36];
     if read_file(b"/proc/sys/kernel/random/boot_id\0", &mut id) == 36 {

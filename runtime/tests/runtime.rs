@@ -1531,3 +1531,78 @@ fn open_frames_close_where_their_process_ended() {
         "frames end at {last_e} us, the process at {end} us"
     );
 }
+
+/// A session on a file system that fills up: the lane keeps what it could allocate, the rest is
+/// dropped and counted (never a SIGBUS, never taken for a file cut short); on one too small for
+/// a lane at all, the process records in memory and says so, leaving no lane behind. Needs a
+/// small tmpfs (mount, as root has); says so and checks nothing without one.
+#[test]
+fn a_full_file_system_drops_records_and_counts_them() {
+    let w = Work::new("fullfs");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let mount = |dir: &Path, size: &str| {
+        std::fs::create_dir_all(dir).unwrap();
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let (small, tiny) = (w.path("small"), w.path("tiny"));
+    if !mount(&small, "64k") {
+        eprintln!("a_full_file_system_drops_records_and_counts_them: cannot mount a tmpfs here; not checked");
+        return;
+    }
+    let umount = |dir: &Path| {
+        let _ = Command::new("umount").arg(dir).status();
+    };
+    let run_in = |session: &Path| {
+        Command::new(w.path("endings"))
+            .args(["exit", "100000", "0"])
+            .current_dir(&w.0)
+            .env("BOOTPROF_SESSION", session)
+            .env("BOOTPROF_ENABLE", "*")
+            .env("BOOTPROF_KEEP", "all")
+            .output()
+            .unwrap()
+    };
+    let o = run_in(&small);
+    let lane = std::fs::read_dir(&small)
+        .unwrap()
+        .next()
+        .map(|e| e.unwrap().path());
+    let t = lane
+        .as_deref()
+        .map(|l| bootprof_report::read_trace(l).unwrap());
+    umount(&small);
+    ok(&o);
+    let t = t.expect("a lane");
+    let p = &t.processes[0];
+    assert!(p.records > 0 && p.dropped > 0, "{p:?}");
+    assert_eq!((p.records + p.dropped, p.cut_bytes), (100_000, 0), "{p:?}");
+    assert_eq!(
+        args_by_process(&t, "tick")[0],
+        (0..p.records).collect::<Vec<u64>>()
+    );
+    assert!(t
+        .losses()
+        .unwrap()
+        .contains("records dropped (no room to grow the lane)"));
+    // Too small for a lane's first chunks: recorded in memory, dumped at exit, no lane left.
+    assert!(mount(&tiny, "16k"));
+    let o = run_in(&tiny);
+    let left = std::fs::read_dir(&tiny).unwrap().count();
+    umount(&tiny);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    ok(&o);
+    assert!(
+        stderr.contains("recording in memory instead") && left == 0,
+        "{left} files; {stderr}"
+    );
+    let dumped = std::fs::read_dir(&w.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "trace"))
+        .expect("the dump at exit");
+    assert_eq!(read_trace(&dumped).header.records, 100_000);
+}

@@ -116,6 +116,9 @@ pub mod field {
     pub const LIMIT_CHUNKS: usize = 104;
     /// `u64` chunks of the parent's lane whose metadata this lane inherits (after `fork`).
     pub const PARENT_CHUNKS: usize = 112;
+    /// `u64` chunks the lane holds: the file was allocated this far (a claim past it failed,
+    /// and its records were dropped and counted).
+    pub const GROWN: usize = 120;
     /// `[u8; 16]` the kernel's boot id (TSC values compare only within one boot).
     pub const BOOT_ID: usize = 128;
     /// `[u8; 64]` file name of the parent's lane in the session, NUL-padded (after `fork`).
@@ -216,6 +219,8 @@ pub struct LaneHeader {
     pub limit_chunks: u64,
     /// See [`field::PARENT_CHUNKS`].
     pub parent_chunks: u64,
+    /// See [`field::GROWN`].
+    pub grown: u64,
     /// See [`field::BOOT_ID`].
     pub boot_id: [u8; 16],
 }
@@ -254,6 +259,7 @@ impl LaneHeader {
             reaped: (u32_at(b, field::REAPED_KIND), u32_at(b, field::REAPED_CODE)),
             limit_chunks: u64_at(b, field::LIMIT_CHUNKS),
             parent_chunks: u64_at(b, field::PARENT_CHUNKS),
+            grown: u64_at(b, field::GROWN),
             boot_id,
         })
     }

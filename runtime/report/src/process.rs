@@ -41,7 +41,11 @@ pub struct Process {
 impl Process {
     /// The executable's file name (`?` when the lane does not say).
     pub fn name(&self) -> &str {
-        self.exe.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("?")
+        self.exe
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("?")
     }
 
     /// `name-pid`, as the reports label a process: the executable's file name and the pid.
@@ -53,7 +57,12 @@ impl Process {
     pub fn losses(&self) -> Option<String> {
         let mut parts = Vec::new();
         if self.dropped > 0 {
-            parts.push(format!("{} records dropped (buffer full)", self.dropped));
+            // Keep-start drops when its buffer is full; every mode when the lane cannot grow.
+            let why = match self.keep {
+                Keep::Start => "buffer full, or no room to grow the lane",
+                Keep::Last | Keep::All => "no room to grow the lane",
+            };
+            parts.push(format!("{} records dropped ({why})", self.dropped));
         }
         if self.overwritten > 0 {
             parts.push(format!(

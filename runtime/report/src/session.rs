@@ -128,7 +128,7 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
     let keep = Keep::from_u32(header.keep).unwrap_or(Keep::Start);
     // A file cut short: the chunks it holds are read, the one it ends in up to the cut.
     let expected =
-        (LANE_HEADER_SIZE as u64).saturating_add(header.claimed.saturating_mul(CHUNK_SIZE as u64));
+        (LANE_HEADER_SIZE as u64).saturating_add(in_use(&header).saturating_mul(CHUNK_SIZE as u64));
     let cut_bytes = expected.saturating_sub(bytes.len() as u64);
     if cut_bytes > 0 && (bytes.len() - LANE_HEADER_SIZE) % CHUNK_SIZE != 0 {
         let mut v = bytes.to_vec();
@@ -144,7 +144,7 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
         .take_while(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let chunks = chunks_of(bytes, header.claimed);
+    let chunks = chunks_of(bytes, in_use(&header));
     let mut lane = LaneData {
         process: Process {
             pid: header.pid,
@@ -179,7 +179,13 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
     Ok(lane)
 }
 
-/// The chunks of a lane's bytes: those claimed that the file holds.
+/// Chunks a lane's process claimed and could use: a claim past the lane's allocated end failed
+/// (those records were dropped and counted), so it is not data missing from the file.
+fn in_use(header: &LaneHeader) -> u64 {
+    header.claimed.min(header.grown)
+}
+
+/// The chunks of a lane's bytes: the first `claimed` that the file holds.
 fn chunks_of(bytes: &[u8], claimed: u64) -> &[u8] {
     let have = (bytes.len().saturating_sub(LANE_HEADER_SIZE) / CHUNK_SIZE) as u64;
     let n = claimed.min(have) as usize;
@@ -207,7 +213,7 @@ fn inherit_metadata(
         return;
     };
     inherit_metadata(dir, &ph, &data, lane, depth + 1);
-    let upto = header.parent_chunks.min(ph.claimed);
+    let upto = header.parent_chunks.min(in_use(&ph));
     let chunks = chunks_of(&data, upto);
     let mut k = 0;
     while k < chunks.len() / CHUNK_SIZE {
