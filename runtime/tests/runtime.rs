@@ -1606,3 +1606,58 @@ fn a_full_file_system_drops_records_and_counts_them() {
         .expect("the dump at exit");
     assert_eq!(read_trace(&dumped).header.records, 100_000);
 }
+
+/// Bad settings and a damaged lane each get a clear word: an unknown `BOOTPROF_KEEP` keeps the
+/// start and says so; a `BOOTPROF_SESSION` that is no directory records in memory and says so;
+/// a session with a lane whose header cannot be trusted is read without it, naming it and why.
+#[test]
+fn bad_session_settings_and_a_damaged_lane_are_explained() {
+    let w = Work::new("bad-session");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let run_with = |env: &[(&str, &str)]| {
+        let mut c = Command::new(w.path("endings"));
+        c.args(["exit", "10", "0"])
+            .current_dir(&w.0)
+            .env("BOOTPROF_ENABLE", "*");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        ok(&o);
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let session = w.path("s");
+    std::fs::create_dir(&session).unwrap();
+    let stderr = run_with(&[
+        ("BOOTPROF_SESSION", session.to_str().unwrap()),
+        ("BOOTPROF_KEEP", "everything"),
+    ]);
+    assert!(
+        stderr.contains("BOOTPROF_KEEP=everything is not start, last or all; keeping the start"),
+        "{stderr}"
+    );
+    let missing = w.path("no-such-dir");
+    let stderr = run_with(&[("BOOTPROF_SESSION", missing.to_str().unwrap())]);
+    assert!(
+        stderr.contains("cannot use the session directory")
+            && stderr.contains("recording in memory instead"),
+        "{stderr}"
+    );
+    // A second lane, its magic damaged: the first is read, the second named as left out.
+    let good = std::fs::read_dir(&session)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[0] = b'X';
+    std::fs::write(session.join("1.0.lane"), &bytes).unwrap();
+    let t = bootprof_report::read_trace(&session).unwrap();
+    assert_eq!(t.processes.len(), 1);
+    let losses = t.losses().unwrap();
+    assert!(
+        losses.contains("left out") && losses.contains("1.0.lane") && losses.contains("bad magic"),
+        "{losses}"
+    );
+}
