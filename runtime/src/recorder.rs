@@ -47,8 +47,6 @@ static DATA_CHUNKS: AtomicU64 = AtomicU64::new(0);
 static THREADS: AtomicU64 = AtomicU64::new(0);
 /// Keep-start: record slots the lane may hold (its last chunk may be used in part).
 static CAPACITY: AtomicU64 = AtomicU64::new(0);
-static START_TSC: AtomicU64 = AtomicU64::new(0);
-static START_NS: AtomicU64 = AtomicU64::new(0);
 /// Set by an exit handler: the process is ending, undoing work is wasted.
 pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
 
@@ -110,14 +108,6 @@ pub fn start_with(capacity: usize, keep: Keep) -> bool {
                 return false;
             }
         }
-        START_TSC.store(
-            buffer::word(field::START_TSC).load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
-        START_NS.store(
-            buffer::word(field::START_NS).load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
         install_process_hooks();
         let reg = site::lock();
         describe_sites(&reg.sites);
@@ -401,10 +391,16 @@ fn clocks() -> (u64, u64) {
     (rdtsc(), monotonic_ns())
 }
 
-/// The TSC and the monotonic clock when recording started, if it has.
+/// The TSC and the monotonic clock when recording started (this process's lane was made), if it
+/// has.
 fn recording_start() -> Option<(u64, u64)> {
-    let t0 = START_TSC.load(Ordering::Relaxed);
-    (t0 != 0).then(|| (t0, START_NS.load(Ordering::Relaxed)))
+    // The lane's header says when it was made.
+    buffer::exists().then(|| {
+        (
+            buffer::word(field::START_TSC).load(Ordering::Relaxed),
+            buffer::word(field::START_NS).load(Ordering::Relaxed),
+        )
+    })
 }
 
 /// TSC ticks per second between two readings of [`clocks`], if they lie at least 5 ms apart (so
@@ -543,7 +539,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
     }
     let header = TraceHeader {
         tsc_hz: tsc_hz(),
-        start_tsc: START_TSC.load(Ordering::Relaxed),
+        start_tsc: recording_start().map_or(0, |(tsc, _)| tsc),
         // SAFETY: getpid has no preconditions.
         pid: unsafe { libc::getpid() } as u32,
         sites: sites.len() as u32,
