@@ -189,6 +189,36 @@ fn extend(from: u64, to: u64) -> bool {
     true
 }
 
+/// Frees chunks `k..k + n` (a kept window a longer one replaced): their blocks leave the file
+/// (they read as zeros, empty chunks) and their pages leave memory. The chunks stay claimed; see
+/// [`refill`] to use them again.
+pub(crate) fn punch(k: u64, n: u64) {
+    let at = LANE_HEADER_SIZE + k as usize * CHUNK_SIZE;
+    let len = n as usize * CHUNK_SIZE;
+    let fd = FD.load(Ordering::Relaxed);
+    // SAFETY: plain system calls on our own descriptor and a range inside our mapping.
+    let punched = fd >= 0
+        && unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                at as libc::off_t,
+                len as libc::off_t,
+            )
+        } == 0;
+    if !punched {
+        // A file system that cannot punch holes (or anonymous memory): zeros, at least.
+        // SAFETY: the range is inside our mapping and ours (the caller freed it).
+        unsafe { std::ptr::write_bytes(chunk(k), 0, len) };
+    }
+}
+
+/// Makes punched chunks `k..k + n` hold data again (allocated in the file, so a full file system
+/// fails here rather than with a SIGBUS on a store); false if it cannot.
+pub(crate) fn refill(k: u64, n: u64) -> bool {
+    extend(k, k + n)
+}
+
 /// Creates the buffer: a lane file in the session directory `session` if there is one, else
 /// anonymous memory. Returns a note to print when the session cannot be used (recording then
 /// goes to memory).

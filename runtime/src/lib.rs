@@ -25,6 +25,7 @@ mod buffer;
 pub mod capi;
 mod clock;
 pub mod dispatch;
+pub(crate) mod latency;
 mod macros;
 mod note;
 pub use bootprof_format::pattern;

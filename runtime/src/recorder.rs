@@ -72,8 +72,12 @@ pub fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// What to keep, as `BOOTPROF_KEEP` says (`start`, `last` or `all`; default `start`).
+/// What to keep, as `BOOTPROF_KEEP` says (`start`, `last` or `all`; default `start`); measuring
+/// intervals (`BOOTPROF_LATENCY`) keeps the last records whatever it says.
 pub fn configured_keep() -> Keep {
+    if crate::latency::wanted() {
+        return Keep::Last;
+    }
     match std::env::var("BOOTPROF_KEEP") {
         Ok(v) if !v.is_empty() => Keep::from_name(&v).unwrap_or_else(|| {
             note(&format!(
@@ -111,6 +115,7 @@ pub fn start_with(capacity: usize, keep: Keep) -> bool {
         install_process_hooks();
         let reg = site::lock();
         describe_sites(&reg.sites);
+        crate::latency::setup();
     }
     RECORDING.store(true, Ordering::Release);
     true
@@ -244,6 +249,9 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
         }
         c.set((pos + need, end, base));
     });
+    if site.latency != 0 {
+        crate::latency::hit(site, tsc, tid);
+    }
 }
 
 #[cold]
@@ -383,6 +391,25 @@ pub fn tsc_hz() -> u64 {
             return hz;
         }
         std::hint::spin_loop();
+    }
+}
+
+/// TSC ticks per second, measured over about 2 ms now (sleeping, not spinning): good to a
+/// tenth of a percent, for a bound given in nanoseconds.
+pub(crate) fn quick_tsc_hz() -> u64 {
+    let start = clocks();
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 2_000_000,
+    };
+    loop {
+        // SAFETY: nanosleep reads our timespec; an interrupted sleep only ends early.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+        let now = clocks();
+        if now.1.saturating_sub(start.1) >= 2_000_000 {
+            return (now.0.wrapping_sub(start.0) as u128 * 1_000_000_000
+                / u128::from(now.1 - start.1)) as u64;
+        }
     }
 }
 
@@ -710,6 +737,8 @@ fn install_process_hooks() {
         forget_cursor();
         if !buffer::after_fork() {
             RECORDING.store(false, Ordering::Relaxed);
+        } else if buffer::exists() {
+            crate::latency::setup();
         }
     }
     extern "C" fn exited(status: libc::c_int, _: *mut libc::c_void) {

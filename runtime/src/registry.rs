@@ -102,6 +102,11 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         } else {
             0
         };
+        let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
+        let latency = crate::latency::role(
+            |p| site::names_match(match_name, provider, function, p),
+            rec_kind,
+        );
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
             id: first_id + i as u32,
             table: start as u64,
@@ -122,7 +127,8 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             state: AtomicU8::new(DISABLED),
             handlers: AtomicU64::new(0),
             hits: AtomicU64::new(0),
-            rec_kind: format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8),
+            rec_kind,
+            latency,
             point: site::Point::new(),
         }));
         let mut mask = 0u64;

@@ -30,6 +30,16 @@ pub(crate) const ENABLING_CALL: u8 = 3;
 /// `int3` is on the first byte on the way from call mode to disabled.
 pub(crate) const DISABLING_CALL: u8 = 4;
 
+/// [`SiteRec::matches`] for a site of these names (one still being made).
+pub(crate) fn names_match(
+    match_name: &str,
+    provider: &str,
+    function: &str,
+    pattern: &Pattern,
+) -> bool {
+    pattern.matches(match_name) || (provider == "bootprof" && pattern.matches(function))
+}
+
 /// One site of a loaded object.
 pub struct SiteRec {
     /// Unique, in registration order: the probe id handlers see.
@@ -70,6 +80,8 @@ pub struct SiteRec {
     pub(crate) hits: AtomicU64,
     /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
     pub(crate) rec_kind: u8,
+    /// Whether its hits open or close measured intervals (`latency::FROM`, `TO`).
+    pub(crate) latency: u8,
     /// Profile-point figures, when this is an ENTER site.
     pub(crate) point: Point,
 }
@@ -103,8 +115,7 @@ impl SiteRec {
     /// and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations, whose region is their
     /// function.
     pub fn matches(&self, pattern: &Pattern) -> bool {
-        pattern.matches(self.match_name)
-            || (self.provider == "bootprof" && pattern.matches(self.function))
+        names_match(self.match_name, self.provider, self.function, pattern)
     }
 
     /// Whether the site is a tail jump.
@@ -314,6 +325,7 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         handlers: AtomicU64::new(0),
         hits: AtomicU64::new(0),
         rec_kind: 0,
+        latency: 0,
         point: Point::new(),
     }))
 }

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+#[path = "runtime/latency.rs"]
+mod latency;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -987,6 +990,15 @@ fn session_of(
     (t, o)
 }
 
+/// The (first) lane file of the session in `dir`.
+fn lane_file(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "lane"))
+        .unwrap()
+}
+
 /// Per process of a session: its records of site `name`, in order, as their arguments.
 fn args_by_process(t: &bootprof_report::Trace, name: &str) -> Vec<Vec<u64>> {
     let mut out = vec![Vec::new(); t.processes.len()];
@@ -1380,11 +1392,7 @@ fn a_lane_cut_short_is_read_up_to_the_cut() {
     let w = Work::new("cut");
     w.build("endings", &["endings.c"], &[], &[]);
     let (full, _) = session_of(&w, "s", &["./endings", "exit", "3000", "0"], &[]);
-    let lane = std::fs::read_dir(w.path("s"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "lane"))
-        .unwrap();
+    let lane = lane_file(&w.path("s"));
     let bytes = std::fs::read(&lane).unwrap();
     let claimed = bootprof_format::lane::LaneHeader::decode(&bytes)
         .unwrap()

@@ -25,6 +25,8 @@
 //!   of 16 bytes, filled in order by that one thread.
 //! - **metadata** ([`CHUNK_META`]): word 0 the length of a blob of [`Meta`] entries that starts
 //!   after the header and runs on through as many chunks as it needs (claimed together).
+//! - **latency area** ([`CHUNK_LATENCY`]) and **kept window** ([`CHUNK_KEPT`]) chunks, in a run
+//!   that measures intervals: see [`crate::latency`].
 //!
 //! A slot is two words. Word 0: the TSC minus the chunk's base (bits 0-47), bits 0-15 of the
 //! site id (48-63). Word 1: the argument (bits 0-47: a function hook's parent address, a probe's
@@ -63,6 +65,10 @@ pub const RECORDS_PER_CHUNK: usize = (CHUNK_SIZE - CHUNK_HEADER_SIZE) / SLOT_SIZ
 pub const CHUNK_DATA: u8 = 0xD1;
 /// Type byte of a metadata chunk.
 pub const CHUNK_META: u8 = 0xE1;
+/// Type byte of the first chunk of the latency area (see [`crate::latency`]).
+pub const CHUNK_LATENCY: u8 = 0xC1;
+/// Type byte of a data chunk copied into a kept window (see [`crate::latency`]).
+pub const CHUNK_KEPT: u8 = 0xD2;
 /// Added to a record's kind byte when its argument is in the next slot.
 pub const KIND_WIDE_ARG: u8 = 0x10;
 /// Kind byte of a slot that holds the previous record's argument.
@@ -338,6 +344,24 @@ pub enum Chunk<'a> {
         /// The blob's length.
         len: u64,
     },
+    /// The first chunk of the latency area, of `len` bytes.
+    Latency {
+        /// The area's length.
+        len: u64,
+    },
+    /// A data chunk copied into kept window `window`.
+    Kept {
+        /// The window's number.
+        window: u64,
+        /// Thread id.
+        tid: u32,
+        /// Base TSC.
+        base: u64,
+        /// Records the thread wrote before this chunk.
+        before: u64,
+        /// The slots (without the header).
+        slots: &'a [u8],
+    },
     /// A header with an unknown type byte.
     Unknown(u8),
 }
@@ -354,6 +378,14 @@ pub fn chunk(b: &[u8]) -> Chunk<'_> {
             slots: &b[CHUNK_HEADER_SIZE..],
         },
         CHUNK_META => Chunk::Meta { len: u64_at(b, 0) },
+        CHUNK_LATENCY => Chunk::Latency { len: u64_at(b, 0) },
+        CHUNK_KEPT => Chunk::Kept {
+            window: u64_at(b, 16),
+            tid: w3 as u32,
+            base: u64_at(b, 0),
+            before: u64_at(b, 8),
+            slots: &b[CHUNK_HEADER_SIZE..],
+        },
         t => Chunk::Unknown(t),
     }
 }

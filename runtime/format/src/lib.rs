@@ -28,6 +28,7 @@
 pub mod code;
 pub mod file;
 pub mod lane;
+pub mod latency;
 pub mod le;
 #[cfg(feature = "elf")]
 pub mod linked;

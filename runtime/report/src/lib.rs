@@ -7,7 +7,8 @@
 //! once, rebuilding each thread's stack (with the blamed holders' stacks spliced in) and feeding
 //! the frames to a format: [`text`] (ftrace-like lines, record by record), [`chrome`] (Chrome
 //! Trace Event JSON), [`folded`] (folded stacks for flame graphs), [`flamechart`] (an SVG flame
-//! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits).
+//! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits),
+//! [`latency`] (the intervals `bootprof run --latency` measured).
 //!
 //! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
@@ -22,6 +23,7 @@ pub mod flamechart;
 pub mod folded;
 pub mod holds;
 pub mod input;
+pub mod latency;
 pub mod list;
 pub mod model;
 pub mod points;
@@ -55,17 +57,21 @@ pub enum Format {
     Points,
     /// The top functions by inclusive and self time, the events, the waits.
     Summary,
+    /// Intervals measured by `bootprof run --latency`: the longest, percentiles, a histogram
+    /// and the windows kept.
+    Latency,
 }
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::Text,
         Format::Chrome,
         Format::Folded,
         Format::Flamechart,
         Format::Points,
         Format::Summary,
+        Format::Latency,
     ];
 }
 
@@ -110,6 +116,7 @@ pub fn write_report(
         Format::Flamechart => flamechart::write(&model, options, out),
         Format::Points => points::write(&model, out),
         Format::Summary => summary::write(&model, options, out),
+        Format::Latency => latency::write(&model, out),
     }
 }
 
@@ -122,7 +129,7 @@ pub fn report(
     options: &Options,
 ) -> Result<()> {
     let trace = read_trace(input)?;
-    if let Some(losses) = trace.losses() {
+    if let Some(losses) = trace.losses_only() {
         eprintln!(
             "bootprof: warning: {}: {losses}; reporting what it holds",
             input.display()

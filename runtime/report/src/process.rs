@@ -36,6 +36,8 @@ pub struct Process {
     pub damaged: u64,
     /// Bytes of chunks it claimed that its lane file does not hold (the file was cut short).
     pub cut_bytes: u64,
+    /// The intervals it measured and the windows it kept (`bootprof run --latency`).
+    pub latency: Option<crate::latency::Latency>,
 }
 
 impl Process {
@@ -87,6 +89,21 @@ impl Process {
                 self.cut_bytes.div_ceil(CHUNK_SIZE as u64)
             ));
         }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// What a report says of the process besides its ending: its losses, and, when it measured
+    /// intervals, that only the kept windows' records are there.
+    pub fn notes(&self) -> Option<String> {
+        let kept = self.latency.as_ref().map(|l| {
+            format!(
+                "only the records of the {} kept windows of {} intervals measured (the longest; \
+                 see --format latency)",
+                l.windows.len(),
+                l.count
+            )
+        });
+        let parts: Vec<String> = self.losses().into_iter().chain(kept).collect();
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }

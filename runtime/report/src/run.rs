@@ -79,6 +79,20 @@ pub struct RunOptions {
     /// Print the profile-point table to stderr when the program exits.
     #[arg(long)]
     pub points: bool,
+    /// Measure the intervals from FROM to TO on each thread (each a comma-separated list of
+    /// patterns; one pattern alone: its ENTER..EXIT) and keep the records around the longest
+    /// one (every thread's, from a flight recorder of --buffer records per thread) plus a
+    /// histogram of all of them: `bootprof report --format latency`.
+    #[arg(long, value_name = "FROM..TO")]
+    pub latency: Option<String>,
+    /// With --latency: keep every interval at least this long (e.g. 5ms, 250us, 1s), each in
+    /// its own window, up to --latency-windows of them (the longest), like a slow-request log.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "latency")]
+    pub latency_min: Option<u64>,
+    /// With --latency: how many windows to keep, the longest intervals' (default 1, or 100
+    /// with --latency-min).
+    #[arg(long, value_name = "N", requires = "latency")]
+    pub latency_windows: Option<u64>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -95,8 +109,29 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         keep,
         buffer,
         points,
+        latency,
+        latency_min,
+        latency_windows,
         command,
     } = options;
+    let mut enable = enable;
+    let keep = match (&latency, keep) {
+        (None, keep) => keep,
+        (Some(spec), KeepArg::Start | KeepArg::Last) => {
+            let (from, to) = latency_patterns(spec)?;
+            if !enable.is_empty() {
+                enable.extend([from, to]);
+            }
+            KeepArg::Last
+        }
+        (Some(_), KeepArg::All) => {
+            return Err(
+                "--latency keeps each thread's last records (a flight recorder); it \
+                        cannot be used with --keep all"
+                    .into(),
+            )
+        }
+    };
     let patterns = if enable.is_empty() {
         "*".to_string()
     } else {
@@ -123,6 +158,17 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     if points {
         cmd.env("BOOTPROF_POINTS", "1");
     }
+    if let Some(spec) = &latency {
+        cmd.env("BOOTPROF_LATENCY", spec);
+        let windows = latency_windows.unwrap_or(if latency_min.is_some() { 100 } else { 1 });
+        cmd.env("BOOTPROF_LATENCY_WINDOWS", windows.to_string());
+        match latency_min {
+            Some(ns) => cmd.env("BOOTPROF_LATENCY_MIN", ns.to_string()),
+            None => cmd.env_remove("BOOTPROF_LATENCY_MIN"),
+        };
+    } else {
+        cmd.env_remove("BOOTPROF_LATENCY");
+    }
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
@@ -148,13 +194,114 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
-    for line in unmatched_patterns(&enable, &notrace, &dir, &command[0]) {
+    // The patterns of --latency name sites too: checked even when every site is enabled.
+    let mut checked = enable.clone();
+    if let Some(spec) = &latency {
+        let (from, to) = latency_patterns(spec)?;
+        for list in [from, to] {
+            if !checked.contains(&list) {
+                checked.push(list);
+            }
+        }
+    }
+    for line in unmatched_patterns(&checked, &notrace, &dir, &command[0]) {
         eprintln!("bootprof: {line}");
+    }
+    if latency.is_some() && lanes > 0 {
+        for line in latency_lines(&dir) {
+            eprintln!("bootprof: {line}");
+        }
     }
     Ok(match status {
         Status::Exit(code) => code,
         Status::Signal(sig) => 128 + sig,
     })
+}
+
+/// The FROM and TO pattern lists of `--latency FROM..TO` (one list alone is both), checked.
+fn latency_patterns(spec: &str) -> Result<(String, String), String> {
+    let (from, to) = spec.split_once("..").unwrap_or((spec, spec));
+    for list in [from, to] {
+        if list.is_empty() {
+            return Err(format!(
+                "--latency {spec}: FROM..TO needs patterns on both sides of `..`"
+            ));
+        }
+        pattern::parse_list(list).map_err(|e| format!("--latency {spec}: {e}"))?;
+    }
+    if from.len() > 255 || to.len() > 255 {
+        return Err(format!(
+            "--latency {spec}: each side may be at most 255 bytes long"
+        ));
+    }
+    Ok((from.to_string(), to.to_string()))
+}
+
+/// A duration such as `5ms`, `250us`, `1.5s` or `800ns`, in nanoseconds.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a duration: a number and ns, us, ms or s (e.g. 5ms)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration: a number and ns, us, ms or s"))?;
+    let ns = value * scale;
+    if !(1.0..1e18).contains(&ns) {
+        return Err(format!("`{text}` is not a duration from 1ns to 1e9 s"));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// One line per process that measured intervals: how many, and the longest.
+fn latency_lines(dir: &Path) -> Vec<String> {
+    let Ok(trace) = crate::session::read_session(dir) else {
+        return Vec::new();
+    };
+    let hz = trace.header.tsc_hz.max(1) as f64;
+    let mut lines: Vec<String> = trace
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let l = p.latency.as_ref()?;
+            Some(if l.count == 0 {
+                format!(
+                    "{}: no interval from {} to {} was closed",
+                    p.label(),
+                    l.from,
+                    l.to
+                )
+            } else {
+                format!(
+                    "{}: {} intervals, the longest {}, {} kept",
+                    p.label(),
+                    l.count,
+                    crate::latency::duration(l.max as f64 * 1e9 / hz),
+                    match l.windows.len() {
+                        1 => "its window".to_string(),
+                        n => format!("{n} windows"),
+                    }
+                )
+            })
+        })
+        .collect();
+    lines.push(format!(
+        "histogram and windows: `bootprof report --format latency {}`",
+        dir.display()
+    ));
+    lines
 }
 
 /// How a process ended, as `waitpid` says.

@@ -9,6 +9,7 @@
 //! the other processes are still read.
 
 use crate::error::{Error, Location, Result};
+use crate::latency::{KeptChunks, Latency};
 pub use crate::process::{signal_name, Ending, Process};
 use crate::trace::{Trace, TraceSite};
 use bootprof_format::lane::{
@@ -165,6 +166,7 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
             overwritten: 0,
             damaged: 0,
             cut_bytes,
+            latency: None,
         },
         header,
         sites: HashMap::new(),
@@ -282,11 +284,13 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
 }
 
 /// Reads every chunk: metadata into the lane's sites and threads, data into its records (each
-/// thread's chunks in the order it wrote them).
+/// thread's chunks in the order it wrote them). A lane that measured intervals holds, as its
+/// records, those of its kept windows (its rings are only where they were copied from).
 fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
     let n = chunks.len() / CHUNK_SIZE;
     // Per thread: (records before, chunk index).
     let mut data: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
+    let mut kept = KeptChunks::default();
     let mut k = 0;
     while k < n {
         let at = k * CHUNK_SIZE;
@@ -295,11 +299,30 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
                 k += read_meta_at(chunks, k, lane);
                 continue;
             }
+            Chunk::Latency { len } => {
+                k += read_latency_at(chunks, k, len, lane);
+                continue;
+            }
             Chunk::Data { tid, before, .. } => data.entry(tid).or_default().push((before, k)),
+            Chunk::Kept {
+                window,
+                tid,
+                before,
+                ..
+            } => kept.add(window, tid, before, k),
             Chunk::Unknown(_) => lane.process.damaged += 1,
             Chunk::Empty => {}
         }
         k += 1;
+    }
+    if let Some(mut latency) = lane.process.latency.take() {
+        let mut stats = fmt::SlotStats::default();
+        lane.records = kept.records(chunks, &mut latency, &mut stats);
+        lane.process.torn += stats.torn;
+        lane.process.damaged += stats.bad;
+        lane.process.records += lane.records.len() as u64;
+        lane.process.latency = Some(latency);
+        return;
     }
     let mut tids: Vec<u32> = data.keys().copied().collect();
     tids.sort_unstable();
@@ -323,6 +346,23 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
             }
         }
     }
+}
+
+/// Reads the latency area of `len` bytes starting at chunk `k`; returns the chunks it spans.
+fn read_latency_at(chunks: &[u8], k: usize, len: u64, lane: &mut LaneData) -> usize {
+    let start = k * CHUNK_SIZE + fmt::CHUNK_HEADER_SIZE;
+    let area = usize::try_from(len)
+        .ok()
+        .and_then(|l| chunks.get(start..start.checked_add(l)?))
+        .and_then(Latency::decode);
+    match area {
+        Some(l) if lane.process.latency.is_none() => lane.process.latency = Some(l),
+        _ => {
+            lane.process.damaged += 1;
+            return 1;
+        }
+    }
+    fmt::meta_chunks(len) as usize
 }
 
 /// How each process ended: what its parent (`bootprof run`) saw, else what the process wrote,

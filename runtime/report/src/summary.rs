@@ -149,7 +149,7 @@ fn processes(m: &Model, totals: &Totals, out: &mut dyn Write) -> io::Result<()> 
             p.ending.to_string(),
             p.records,
             top.unwrap_or_else(|| "-".into()),
-            p.losses().map(|l| format!("; {l}")).unwrap_or_default()
+            p.notes().map(|l| format!("; {l}")).unwrap_or_default()
         )?;
     }
     Ok(())

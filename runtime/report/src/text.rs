@@ -293,7 +293,7 @@ fn header(m: &Model, options: &TextOptions, out: &mut Vec<u8>) -> io::Result<()>
             p.ppid,
             p.ending,
             p.records,
-            p.losses().map(|l| format!(", {l}")).unwrap_or_default()
+            p.notes().map(|l| format!(", {l}")).unwrap_or_default()
         )?;
     }
     writeln!(out, "#")?;

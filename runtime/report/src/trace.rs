@@ -74,8 +74,22 @@ impl std::fmt::Display for Truncation {
 
 impl Trace {
     /// What the trace does not hold, in one line, if anything: records the recorder dropped
-    /// because its buffer was full, and records lost where the file was cut short.
+    /// because its buffer was full, and records lost where the file was cut short; and, for a
+    /// process that measured intervals, that only its kept windows are there (what a report's
+    /// header says; [`Trace::losses_only`] leaves that out).
     pub fn losses(&self) -> Option<String> {
+        self.losses_with(crate::process::Process::notes)
+    }
+
+    /// [`Trace::losses`] without what is left out by design (the windows of a latency run).
+    pub fn losses_only(&self) -> Option<String> {
+        self.losses_with(crate::process::Process::losses)
+    }
+
+    fn losses_with(
+        &self,
+        of_process: fn(&crate::process::Process) -> Option<String>,
+    ) -> Option<String> {
         let dropped = (self.header.dropped > 0).then(|| {
             format!(
                 "{} records were dropped (the recording buffer was full)",
@@ -91,7 +105,7 @@ impl Trace {
         } else {
             self.processes
                 .iter()
-                .filter_map(|p| Some(format!("{}: {}", p.label(), p.losses()?)))
+                .filter_map(|p| Some(format!("{}: {}", p.label(), of_process(p)?)))
                 .collect()
         };
         parts.extend(self.problems.iter().cloned());

@@ -1,0 +1,346 @@
+//! Worst-interval tracing, the reading side: takes a lane's latency area and kept windows
+//! (layout in `bootprof_format::latency`); hands on each process's [`Latency`] (the figures of
+//! every interval and the windows kept) and the records of the kept windows, which the other
+//! formats show in place of the flight recorder's rings; and writes `--format latency`: the
+//! longest interval, percentiles, the histogram and the windows.
+
+use crate::model::Model;
+use bootprof_format::lane::{self as fmt, SlotStats};
+use bootprof_format::latency::{self as area, word, Area, Window};
+use bootprof_format::trace::Record;
+use std::io::{self, Write};
+
+/// What one process measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Latency {
+    /// The FROM and TO patterns.
+    pub from: String,
+    /// See `from`.
+    pub to: String,
+    /// Intervals measured.
+    pub count: u64,
+    /// Their sum, shortest and longest, in ticks.
+    pub sum: u64,
+    /// See `sum` (u64::MAX when none).
+    pub min: u64,
+    /// See `sum`.
+    pub max: u64,
+    /// Windows to keep, and the lower bound of a kept interval (ns, 0 for none).
+    pub limit: u64,
+    /// See `limit`.
+    pub bound_ns: u64,
+    /// Windows kept over the run (some replaced later by longer ones).
+    pub kept: u64,
+    /// Intervals over the bound that were not kept (no longer than any of the N kept then).
+    pub not_kept: u64,
+    /// Windows not kept for want of room in the lane.
+    pub no_room: u64,
+    /// TO hits with no FROM open, and FROM hits too deeply nested.
+    pub unopened: u64,
+    /// See `unopened`.
+    pub too_deep: u64,
+    /// (bucket, intervals) of every bucket that has some.
+    pub histogram: Vec<(usize, u64)>,
+    /// The windows the lane holds, longest first.
+    pub windows: Vec<KeptWindow>,
+}
+
+/// One kept window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptWindow {
+    /// Its descriptor.
+    pub window: Window,
+    /// Records of the window read (those of every thread between its FROM and TO records).
+    pub records: u64,
+}
+
+impl Latency {
+    /// Decodes the area in `b` (the bytes after its chunk header); `None` if it is damaged.
+    pub fn decode(b: &[u8]) -> Option<Latency> {
+        let a = Area::decode(b)?;
+        let mut windows: Vec<KeptWindow> = a
+            .windows()
+            .map(|window| KeptWindow { window, records: 0 })
+            .collect();
+        windows.sort_by_key(|w| (std::cmp::Reverse(w.window.ticks()), w.window.number));
+        let text = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
+        Some(Latency {
+            from: text(a.from),
+            to: text(a.to),
+            count: a.words[word::COUNT],
+            sum: a.words[word::SUM],
+            min: a.words[word::MIN],
+            max: a.words[word::MAX],
+            limit: a.words[word::LIMIT],
+            bound_ns: a.words[word::BOUND_NS],
+            kept: a.words[word::KEPT],
+            not_kept: a.words[word::NOT_KEPT],
+            no_room: a.words[word::NO_ROOM],
+            unopened: a.words[word::UNOPENED],
+            too_deep: a.words[word::TOO_DEEP],
+            histogram: (0..area::HIST_BUCKETS)
+                .map(|b| (b, a.bucket_count(b)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            windows,
+        })
+    }
+
+    /// The interval below which `fraction` (0..=1) of the intervals lie, in ticks: the middle of
+    /// its histogram bucket, within the shortest and longest seen.
+    pub fn percentile(&self, fraction: f64) -> u64 {
+        let total: u64 = self.histogram.iter().map(|&(_, n)| n).sum();
+        let rank = ((fraction * total as f64).ceil() as u64).clamp(1, total.max(1));
+        let mut seen = 0;
+        for &(b, n) in &self.histogram {
+            seen += n;
+            if seen >= rank {
+                let (lo, hi) = (area::bucket_low(b), area::bucket_high(b));
+                return (lo + (hi - lo) / 2).clamp(self.min.min(self.max), self.max);
+            }
+        }
+        self.max
+    }
+}
+
+/// Chunks of kept windows, gathered while a lane's chunks are read.
+#[derive(Default)]
+pub(crate) struct KeptChunks {
+    /// (window, thread, records before, chunk index).
+    chunks: Vec<(u64, u32, u64, usize)>,
+}
+
+impl KeptChunks {
+    /// Notes chunk `k`, a copy of thread `tid`'s chunk for window `window`.
+    pub(crate) fn add(&mut self, window: u64, tid: u32, before: u64, k: usize) {
+        self.chunks.push((window, tid, before, k));
+    }
+
+    /// The records of `latency`'s windows (each cut to its interval, every thread's; a record in
+    /// two windows once), in order per thread; counts each window's records into it. Chunks of
+    /// windows the descriptors do not name (a copy a crash interrupted, or a window freed) are
+    /// left out.
+    pub(crate) fn records(
+        mut self,
+        chunks: &[u8],
+        latency: &mut Latency,
+        stats: &mut SlotStats,
+    ) -> Vec<Record> {
+        self.chunks
+            .sort_unstable_by_key(|&(w, tid, before, _)| (tid, before, w));
+        let mut out = Vec::new();
+        for &(number, tid, _, k) in &self.chunks {
+            let Some(w) = latency
+                .windows
+                .iter_mut()
+                .find(|w| w.window.number == number)
+            else {
+                continue;
+            };
+            let at = k * fmt::CHUNK_SIZE;
+            let fmt::Chunk::Kept { base, slots, .. } =
+                fmt::chunk(&chunks[at..at + fmt::CHUNK_SIZE])
+            else {
+                continue;
+            };
+            let (from, to) = (w.window.from_tsc, w.window.to_tsc);
+            let s = fmt::slot_records(base, slots, |r| {
+                if (from..=to).contains(&r.tsc) {
+                    w.records += 1;
+                    out.push(r.record(tid));
+                }
+            });
+            stats.torn += s.torn;
+            stats.bad += s.bad;
+        }
+        // Windows that overlap hold some records twice: once is enough.
+        out.sort_by_key(|r| (r.tid, r.tsc));
+        out.dedup_by(|a, b| {
+            (a.tid, a.tsc, a.site, a.kind, a.arg) == (b.tid, b.tsc, b.site, b.kind, b.arg)
+        });
+        out
+    }
+}
+
+/// `ns` in the unit that suits it (ns, µs, ms or s), three significant decimals.
+pub fn duration(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.3} us", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// `--format latency`: per process that measured intervals, the figures, percentiles, the
+/// histogram and the kept windows.
+pub fn write(model: &Model, out: &mut dyn Write) -> io::Result<()> {
+    let trace = model.trace;
+    let hz = trace.header.tsc_hz.max(1) as f64;
+    let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
+    let mut any = false;
+    for (i, p) in trace.processes.iter().enumerate() {
+        let Some(l) = &p.latency else { continue };
+        any = true;
+        writeln!(out, "# latency {} .. {}   {}", l.from, l.to, p.label())?;
+        if l.count == 0 {
+            writeln!(out, "no interval was closed")?;
+        } else {
+            writeln!(
+                out,
+                "intervals {}   shortest {}   mean {}   longest {}",
+                l.count,
+                duration(ns(l.min)),
+                duration(ns(l.sum) / l.count as f64),
+                duration(ns(l.max))
+            )?;
+            let pct: Vec<String> = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9")]
+                .iter()
+                .map(|&(f, name)| format!("{name} {}", duration(ns(l.percentile(f)))))
+                .collect();
+            writeln!(
+                out,
+                "{}   (histogram buckets: within 6.25%)",
+                pct.join("   ")
+            )?;
+        }
+        write_counts(l, out)?;
+        write_histogram(l, &ns, out)?;
+        write_windows(model, i, l, &ns, out)?;
+        writeln!(out)?;
+    }
+    if !any {
+        writeln!(
+            out,
+            "no interval was measured: record with bootprof run --latency FROM..TO"
+        )?;
+    }
+    Ok(())
+}
+
+fn write_counts(l: &Latency, out: &mut dyn Write) -> io::Result<()> {
+    let now = l.windows.len() as u64;
+    if l.bound_ns > 0 {
+        let over = l.kept + l.not_kept;
+        writeln!(
+            out,
+            "kept: up to {} windows, the longest intervals of at least {}: {over} intervals \
+             were, {now} windows kept, {} not (the limit)",
+            l.limit,
+            duration(l.bound_ns as f64),
+            over.saturating_sub(now)
+        )?;
+    } else {
+        let which = if l.limit == 1 {
+            "the longest interval".to_string()
+        } else {
+            format!("the {} longest intervals", l.limit)
+        };
+        writeln!(
+            out,
+            "kept: {which}: {now} window{} (a longer interval replaced a kept one {} times)",
+            if now == 1 { "" } else { "s" },
+            l.kept.saturating_sub(now)
+        )?;
+    }
+    if l.no_room > 0 {
+        writeln!(
+            out,
+            "{} windows could not be kept: no room in the lane",
+            l.no_room
+        )?;
+    }
+    if l.unopened > 0 || l.too_deep > 0 {
+        writeln!(
+            out,
+            "unmatched: {} TO hits with no FROM open on their thread, {} FROM hits nested more \
+             than 32 deep",
+            l.unopened, l.too_deep
+        )?;
+    }
+    Ok(())
+}
+
+/// The histogram, one line per bucket that has intervals (merged by powers of two when there
+/// would be more than 40 lines).
+fn write_histogram(l: &Latency, ns: &dyn Fn(u64) -> f64, out: &mut dyn Write) -> io::Result<()> {
+    let mut rows: Vec<(u64, u64, u64)> = l
+        .histogram
+        .iter()
+        .map(|&(b, n)| (area::bucket_low(b), area::bucket_high(b), n))
+        .collect();
+    if rows.len() > 40 {
+        let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+        for (lo, hi, n) in rows {
+            let octave = |v: u64| 64 - v.leading_zeros();
+            match merged.last_mut() {
+                Some(m) if octave(m.0) == octave(lo) => {
+                    m.1 = hi;
+                    m.2 += n;
+                }
+                _ => merged.push((lo, hi, n)),
+            }
+        }
+        rows = merged;
+    }
+    let most = rows.iter().map(|r| r.2).max().unwrap_or(1);
+    writeln!(out, "{:>24} {:>10}", "interval", "count")?;
+    for (lo, hi, n) in rows {
+        let bar = "#".repeat(((n * 40).div_ceil(most)) as usize);
+        let range = format!(
+            "{} - {}",
+            duration(ns(lo)),
+            duration(ns(hi.saturating_add(1)))
+        );
+        writeln!(out, "{range:>24} {n:>10} {bar}")?;
+    }
+    Ok(())
+}
+
+fn write_windows(
+    model: &Model,
+    process: usize,
+    l: &Latency,
+    ns: &dyn Fn(u64) -> f64,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let trace = model.trace;
+    for (i, w) in l.windows.iter().enumerate() {
+        let win = &w.window;
+        let thread = trace
+            .threads
+            .iter()
+            .find(|(key, _)| trace.thread_process.get(key) == Some(&(process, win.tid)))
+            .and_then(|(_, name)| name.clone());
+        let mut notes = Vec::new();
+        if win.flags & area::WINDOW_RING_SHORT != 0 {
+            notes.push("a thread's records of its start were overwritten: raise --buffer");
+        }
+        if win.flags & area::WINDOW_BEFORE_LANE != 0 {
+            notes.push("it started before this process's lane: in its parent, before the fork");
+        }
+        if win.flags & area::WINDOW_CHUNKS_LOST != 0 {
+            notes.push("some records of other threads were being overwritten and are missing");
+        }
+        writeln!(
+            out,
+            "window {}: {} on thread {}{} from {} s to {} s, {} records{}",
+            i + 1,
+            duration(ns(win.ticks())),
+            win.tid,
+            thread.map(|n| format!(" ({n})")).unwrap_or_default(),
+            crate::model::seconds_micros(model.ns(win.from_tsc)),
+            crate::model::seconds_micros(model.ns(win.to_tsc)),
+            w.records,
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
+            }
+        )?;
+    }
+    Ok(())
+}

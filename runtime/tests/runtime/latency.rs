@@ -1,0 +1,300 @@
+//! Worst-interval tracing (`bootprof run --latency`), in real programs: `tests/runtime/latency.c`
+//! runs requests between two probes while a second thread hits a probe of its own.
+
+use super::*;
+use bootprof_report::latency::Latency;
+use bootprof_report::Trace;
+
+/// `bootprof run -o DIR ARGS... -- COMMAND...` in `w`; the session read back, and the output.
+fn latency_run(w: &Work, dir: &str, args: &[&str], command: &[&str]) -> (Trace, Output) {
+    let dir = w.path(dir);
+    let o = Command::new(tools().join("bootprof"))
+        .arg("run")
+        .arg("-o")
+        .arg(&dir)
+        .args(args)
+        .arg("--")
+        .args(command)
+        .current_dir(&w.0)
+        .output()
+        .unwrap();
+    ok(&o);
+    let t = bootprof_report::read_trace(&dir)
+        .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&o.stderr)));
+    (t, o)
+}
+
+fn ms(t: &Trace, ticks: u64) -> f64 {
+    ticks as f64 * 1e3 / t.header.tsc_hz as f64
+}
+
+fn latency_of(t: &Trace) -> &Latency {
+    assert_eq!(t.processes.len(), 1);
+    t.processes[0]
+        .latency
+        .as_ref()
+        .expect("the lane has a latency area")
+}
+
+/// The records of the site named `name`, as (tsc, argument).
+fn hits(t: &Trace, name: &str) -> Vec<(u64, u64)> {
+    t.records
+        .iter()
+        .filter(|r| t.sites[r.site as usize].name == name)
+        .map(|r| (r.tsc, r.arg))
+        .collect()
+}
+
+const REQUESTS: &str = "latency:request_start..latency:request_done";
+
+/// 200 requests of about 1 ms, one of 50 ms: the longest is about 50 ms (a busy machine may
+/// stretch it a little), the records kept are
+/// that request's (its three probes) and the other thread's during it, nothing of the other
+/// requests; the histogram holds all 200. In both modes, and for one function's ENTER..EXIT
+/// (`-finstrument-functions`) as well as for two probes.
+#[test]
+fn the_longest_interval_is_kept_with_every_threads_records() {
+    let w = Work::new("latency-longest");
+    w.build("latency", &["latency.c"], &[], &[]);
+    w.build(
+        "latency-functions",
+        &["latency.c"],
+        &["-finstrument-functions"],
+        &[],
+    );
+    let cases = [
+        ("latency", REQUESTS, "trap"),
+        ("latency", REQUESTS, "call"),
+        ("latency-functions", "request", "call"),
+    ];
+    for (i, (exe, spec, mode)) in cases.into_iter().enumerate() {
+        let exe = format!("./{exe}");
+        let (t, o) = latency_run(
+            &w,
+            &format!("s{i}"),
+            &["--latency", spec, "--mode", mode],
+            &[&exe, "requests", "200", "50", "120"],
+        );
+        let l = latency_of(&t);
+        let what = format!("{spec} {mode}");
+        assert_eq!(l.count, 200, "{what}");
+        assert!(
+            (49.9..100.0).contains(&ms(&t, l.max)),
+            "{what}: {}",
+            ms(&t, l.max)
+        );
+        assert!((0.9..5.0).contains(&ms(&t, l.percentile(0.5))), "{what}");
+        assert_eq!(l.histogram.iter().map(|h| h.1).sum::<u64>(), 200, "{what}");
+        assert_eq!((l.windows.len(), l.kept >= 1), (1, true), "{what}");
+        let win = l.windows[0].window;
+        assert_eq!(win.ticks(), l.max, "{what}");
+        assert_eq!(win.flags, 0, "{what}: nothing of the window missing");
+        // That request's three probes, nothing of any other request.
+        for probe in ["request_start", "step", "request_done"] {
+            let h = hits(&t, probe);
+            assert_eq!(
+                h.iter().map(|h| h.1).collect::<Vec<_>>(),
+                [120],
+                "{what} {probe}"
+            );
+        }
+        // The other thread's records of the same time, all of them: its counter has no gaps.
+        let bg = hits(&t, "background");
+        assert!(bg.len() >= 50, "{what}: {} background records", bg.len());
+        assert!(bg
+            .iter()
+            .all(|&(tsc, _)| (win.from_tsc..=win.to_tsc).contains(&tsc)));
+        assert!(bg.windows(2).all(|p| p[1].1 == p[0].1 + 1), "{what}");
+        assert_eq!(t.records.len() as u64, l.windows[0].records, "{what}");
+        if spec == "request" {
+            let enters = t
+                .records
+                .iter()
+                .filter(|r| r.kind == bootprof_format::trace::RecordKind::Enter)
+                .count();
+            assert_eq!(enters, 1, "one ENTER of request");
+        }
+        let report = report_of(&w, &format!("s{i}"), "latency");
+        assert!(report.contains("intervals 200 "), "{report}");
+        assert!(report.contains("window 1: "), "{report}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("200 intervals, the longest "), "{stderr}");
+    }
+}
+
+/// `bootprof report --format FORMAT DIR` in `w`'s directory.
+fn report_of(w: &Work, dir: &str, format: &str) -> String {
+    let o = Command::new(tools().join("bootprof"))
+        .args(["report", "--format", format, dir])
+        .current_dir(&w.0)
+        .output()
+        .unwrap();
+    ok(&o)
+}
+
+/// `--latency-min`: every interval over the bound is kept in its own window, up to
+/// `--latency-windows` of them (the longest); the rest are counted.
+#[test]
+fn latency_min_keeps_each_slow_interval_in_its_own_window() {
+    let w = Work::new("latency-min");
+    w.build("latency", &["latency.c"], &[], &[]);
+    let slow = ["10", "20", "30", "40", "50"];
+    let command = |n: &'static str| {
+        let mut c = vec!["./latency", "requests", n, "100"];
+        c.extend(slow);
+        c
+    };
+    let (t, _) = latency_run(
+        &w,
+        "all",
+        &["--latency", REQUESTS, "--latency-min", "60ms"],
+        &command("60"),
+    );
+    let l = latency_of(&t);
+    assert_eq!(
+        (l.count, l.windows.len(), l.kept, l.not_kept),
+        (60, 5, 5, 0)
+    );
+    let mut kept: Vec<u64> = hits(&t, "request_start").iter().map(|h| h.1).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [10, 20, 30, 40, 50]);
+    for win in &l.windows {
+        assert!(ms(&t, win.window.ticks()) >= 60.0);
+        // Each window holds its own request: one start, in its interval.
+        let starts: Vec<_> = hits(&t, "request_start")
+            .into_iter()
+            .filter(|h| h.0 == win.window.from_tsc)
+            .collect();
+        assert_eq!(starts.len(), 1, "{win:?}");
+    }
+    // Room for three: the three longest are kept, two counted.
+    let (t, _) = latency_run(
+        &w,
+        "three",
+        &[
+            "--latency",
+            REQUESTS,
+            "--latency-min",
+            "60ms",
+            "--latency-windows",
+            "3",
+        ],
+        &command("60"),
+    );
+    let l = latency_of(&t);
+    // Five over the bound: each was kept, or counted as not kept (no longer than the three kept
+    // then); three remain.
+    assert_eq!((l.count, l.windows.len(), l.kept + l.not_kept), (60, 3, 5));
+    assert_eq!(hits(&t, "request_start").len(), 3);
+    assert!(l
+        .windows
+        .windows(2)
+        .all(|p| p[0].window.ticks() >= p[1].window.ticks()));
+}
+
+/// One probe alone is both ends: the interval from each hit to the next.
+#[test]
+fn one_probe_measures_from_each_hit_to_the_next() {
+    let w = Work::new("latency-frames");
+    w.build("latency", &["latency.c"], &[], &[]);
+    let (t, _) = latency_run(
+        &w,
+        "s",
+        &["--latency", "latency:frame", "--mode", "call"],
+        &["./latency", "frames", "100"],
+    );
+    let l = latency_of(&t);
+    assert_eq!(l.count, 99);
+    assert!((99.9..150.0).contains(&ms(&t, l.max)), "{}", ms(&t, l.max));
+    let frames: Vec<u64> = hits(&t, "frame").iter().map(|h| h.1).collect();
+    assert_eq!(frames, [50, 51]);
+}
+
+/// Many seconds of requests, each longer than the last (a new longest nearly every time, so a
+/// window is copied and the previous one freed at nearly every request): the lane stays within
+/// its rings, the latency area and two windows, far less than what was recorded.
+#[test]
+fn a_long_run_stays_within_its_memory_bound() {
+    let w = Work::new("latency-bound");
+    w.build("latency", &["latency.c"], &[], &[]);
+    let (t, o) = latency_run(
+        &w,
+        "s",
+        &["--latency", REQUESTS, "--buffer", "4096"],
+        &["./latency", "growing", "4"],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let numbers: Vec<u64> = out
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let (requests, background) = (numbers[0], numbers[1]);
+    let recorded = (requests * 3 + background) * 16;
+    let l = latency_of(&t);
+    assert_eq!(l.count, requests);
+    // About 90 requests; a hiccup of N ms on a busy machine costs about N replacements.
+    assert!(l.kept > 20, "windows kept over the run: {}", l.kept);
+    assert_eq!(l.windows.len(), 1);
+    let lane = lane_file(&w.path("s"));
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&lane).unwrap();
+    let allocated = meta.blocks() * 512;
+    // Two rings of 4096 records (18 chunks each), the area (3 chunks), metadata, and two windows
+    // of at most 30 chunks (the longest, 90 ms, holds some 6,000 records of the other thread, in
+    // as many as its ring has), in a lane that grows by at least 64 chunks at a time: under 160
+    // chunks.
+    let bound = 160 * 4096 + 4096;
+    eprintln!(
+        "recorded {recorded} bytes in {requests} requests; lane: {} bytes long, {allocated} \
+         allocated",
+        meta.len()
+    );
+    assert!(allocated <= bound, "{allocated} bytes allocated");
+    assert!(recorded > 4 * bound, "only {recorded} bytes recorded");
+}
+
+/// What cannot be measured says why, and runs nothing.
+#[test]
+fn bad_latency_settings_are_explained() {
+    let w = Work::new("latency-bad");
+    w.build("latency", &["latency.c"], &[], &[]);
+    let bad: [(&[&str], &str); 4] = [
+        (&["--latency", "latency:frame.."], "patterns on both sides"),
+        (
+            &["--latency", "a..b", "--latency-min", "5"],
+            "is not a duration",
+        ),
+        (&["--latency", "a..b", "--keep", "all"], "--keep all"),
+        (&["--latency-min", "5ms"], "--latency"),
+    ];
+    for (args, says) in bad {
+        let o = Command::new(tools().join("bootprof"))
+            .arg("run")
+            .args(args)
+            .args(["--", "./latency", "frames", "3"])
+            .current_dir(&w.0)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("done"),
+            "{args:?} ran"
+        );
+    }
+    // Without a session there is no lane to keep windows in: said, and the program runs.
+    let o = run(
+        &w.path("latency"),
+        &["frames", "3"],
+        &[
+            ("BOOTPROF_ENABLE", "*"),
+            ("BOOTPROF_LATENCY", "latency:frame"),
+            ("BOOTPROF_RECORD", "1"),
+            ("BOOTPROF_OUTPUT", w.path("t.trace").to_str().unwrap()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(ok(&o).contains("done 3"));
+    assert!(err.contains("BOOTPROF_LATENCY needs a session"), "{err}");
+}

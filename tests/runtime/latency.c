@@ -1,0 +1,95 @@
+/* Requests for worst-interval tracing: `latency:request_start` (argument: the request's number)
+ * and `latency:request_done` around each request (and, built with -finstrument-functions, the
+ * ENTER/EXIT of `request`), `latency:step` (argument: request number) in the middle of each, and
+ * a second thread that hits `latency:background` (argument: a counter) ten times every 100 us
+ * while requests run, so a kept window must hold other threads' records too.
+ *
+ *   latency requests N SLOW_MS SLOW...  N requests of about 1 ms; the requests numbered SLOW...
+ *                                       take SLOW_MS ms
+ *   latency growing SECONDS             requests whose length grows (each a new longest) for
+ *                                       SECONDS
+ *   latency frames N                    one probe, `latency:frame`, hit N times 1 ms apart; frame
+ *                                       N/2 + 1 comes 100 ms after frame N/2
+ * Prints "done N background M" (M: background records) on success. */
+#include "check.h" /* first: it defines _GNU_SOURCE */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+#include "bootprof.h"
+
+static atomic_int stop;
+
+#define NOT_TRACED __attribute__((no_instrument_function))
+
+NOT_TRACED static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Busy for `ms` milliseconds (a sleep would do too; busy keeps the thread on a CPU). */
+NOT_TRACED static void busy(double ms) {
+    double end = now_ms() + ms;
+    while (now_ms() < end) {
+    }
+}
+
+static atomic_long background_records;
+
+NOT_TRACED static void *background(void *arg) {
+    (void)arg;
+    long i = 0;
+    while (!atomic_load(&stop)) {
+        for (int j = 0; j < 10; j++) BOOTPROF_PROBE(latency, background, i++);
+        usleep(100);
+    }
+    atomic_store(&background_records, i);
+    return NULL;
+}
+
+__attribute__((noinline)) static void request(long n, double ms) {
+    BOOTPROF_PROBE(latency, request_start, n);
+    busy(ms / 2);
+    BOOTPROF_PROBE(latency, step, n);
+    busy(ms / 2);
+    BOOTPROF_PROBE(latency, request_done, n);
+}
+
+NOT_TRACED static int is_slow(long i, int argc, char **argv) {
+    for (int k = 4; k < argc; k++)
+        if (atol(argv[k]) == i) return 1;
+    return 0;
+}
+
+NOT_TRACED int main(int argc, char **argv) {
+    CHECK(argc >= 3, "usage: latency requests N SLOW_MS SLOW... | growing SECONDS | frames N");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, background, NULL) == 0, "pthread_create");
+    long done = 0;
+    if (!strcmp(argv[1], "requests")) {
+        CHECK(argc >= 5, "requests N SLOW_MS SLOW...");
+        long n = atol(argv[2]);
+        double slow_ms = atof(argv[3]);
+        for (long i = 0; i < n; i++) request(i, is_slow(i, argc, argv) ? slow_ms : 1.0);
+        done = n;
+    } else if (!strcmp(argv[1], "growing")) {
+        double end = now_ms() + atof(argv[2]) * 1e3;
+        /* Each request 1 ms longer than the last: every one a new longest, unless a hiccup of
+         * a busy machine stretched an earlier one. */
+        for (double ms = 1; now_ms() < end; ms += 1) request(done++, ms);
+    } else if (!strcmp(argv[1], "frames")) {
+        long n = atol(argv[2]);
+        for (long i = 0; i < n; i++) {
+            BOOTPROF_PROBE(latency, frame, i);
+            busy(i == n / 2 ? 100.0 : 1.0);
+        }
+        done = n;
+    } else {
+        CHECK(0, "unknown mode");
+    }
+    atomic_store(&stop, 1);
+    pthread_join(t, NULL);
+    printf("done %ld background %ld\n", done, atomic_load(&background_records));
+    return 0;
+}
