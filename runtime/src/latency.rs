@@ -245,8 +245,14 @@ fn close(area: u64, from: (u64, u64), to: u64, tid: u32) {
     let ticks = to.saturating_sub(from.1);
     area_word(area, word::COUNT).fetch_add(1, Ordering::Relaxed);
     area_word(area, word::SUM).fetch_add(ticks, Ordering::Relaxed);
-    area_word(area, word::MIN).fetch_min(ticks, Ordering::Relaxed);
-    area_word(area, word::MAX).fetch_max(ticks, Ordering::Relaxed);
+    // A new shortest or longest is rare: a load decides, most of the time without a locked op.
+    let (min, max) = (area_word(area, word::MIN), area_word(area, word::MAX));
+    if ticks < min.load(Ordering::Relaxed) {
+        min.fetch_min(ticks, Ordering::Relaxed);
+    }
+    if ticks > max.load(Ordering::Relaxed) {
+        max.fetch_max(ticks, Ordering::Relaxed);
+    }
     let bucket = fmt::HIST_AT / 8 + fmt::bucket(ticks);
     area_word(area, bucket).fetch_add(1, Ordering::Relaxed);
     let bound = area_word(area, word::BOUND_TICKS).load(Ordering::Relaxed);

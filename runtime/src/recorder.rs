@@ -249,6 +249,19 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
         }
         c.set((pos + need, end, base));
     });
+    if kind == RecordKind::Thread {
+        // The name outlives the record (a ring overwrites it) in the lane's metadata.
+        let meta = Meta::Thread {
+            tid,
+            name: site.name.as_bytes(),
+            given: true,
+        };
+        let mut blob = [0u8; 96];
+        if meta.encoded_len() <= blob.len() {
+            let n = meta.encode(&mut blob);
+            write_meta(&blob[..n]);
+        }
+    }
     if site.latency != 0 {
         crate::latency::hit(site, tsc, tid);
     }
@@ -334,7 +347,11 @@ fn name_thread(tid: u32) {
     // SAFETY: PR_GET_NAME writes at most 16 bytes into our buffer.
     unsafe { libc::prctl(libc::PR_GET_NAME, comm.as_mut_ptr()) };
     let name = lane::c_string(&comm, 0, 16);
-    let meta = Meta::Thread { tid, name };
+    let meta = Meta::Thread {
+        tid,
+        name,
+        given: false,
+    };
     let mut blob = [0u8; 32];
     let n = meta.encode(&mut blob);
     write_meta(&blob[..n]);
@@ -820,6 +837,7 @@ fn name_threads() {
         let meta = Meta::Thread {
             tid,
             name: comm.trim_end().as_bytes(),
+            given: false,
         };
         let at = blob.len();
         blob.resize(at + meta.encoded_len(), 0);

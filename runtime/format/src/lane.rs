@@ -451,14 +451,18 @@ pub fn slot_records(base: u64, slots: &[u8], mut each: impl FnMut(SlotRecord)) -
 
 /// Tag of a site entry in a metadata blob.
 pub const META_SITE: u8 = 1;
-/// Tag of a thread-name entry in a metadata blob.
+/// Tag of a thread-name entry in a metadata blob (the name the kernel has for the thread).
 pub const META_THREAD: u8 = 2;
+/// Tag of a thread-name entry for a name the program gave the thread (a THREAD record): it
+/// outlives the record, which a flight recorder overwrites, and outranks the kernel's name.
+pub const META_THREAD_GIVEN: u8 = 4;
 
 /// One entry of a metadata blob. Strings are a `u32` length and that many bytes.
 ///
 /// - site: tag [`META_SITE`], `u32 id`, `u8 kind` (a [`crate::Kind`]), `u32 func_offset`,
 ///   `u64 address`, then provider, name and function as strings;
-/// - thread: tag [`META_THREAD`], `u32 tid`, then its name as a string.
+/// - thread: tag [`META_THREAD`] (or [`META_THREAD_GIVEN`]), `u32 tid`, then its name as a
+///   string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta<'a> {
     /// A site the process registered.
@@ -484,6 +488,8 @@ pub enum Meta<'a> {
         tid: u32,
         /// Its name.
         name: &'a [u8],
+        /// Whether the program gave it (a THREAD record) rather than the kernel.
+        given: bool,
     },
 }
 
@@ -532,8 +538,12 @@ impl Meta<'_> {
                 string(&mut put, name);
                 string(&mut put, function);
             }
-            Meta::Thread { tid, name } => {
-                put(&[META_THREAD]);
+            Meta::Thread { tid, name, given } => {
+                put(&[if given {
+                    META_THREAD_GIVEN
+                } else {
+                    META_THREAD
+                }]);
                 put(&tid.to_le_bytes());
                 string(&mut put, name);
             }
@@ -572,9 +582,10 @@ impl Meta<'_> {
                     function: string(&mut at)?,
                 }
             }
-            META_THREAD => Meta::Thread {
+            tag @ (META_THREAD | META_THREAD_GIVEN) => Meta::Thread {
                 tid: u32_of(&mut at)?,
                 name: string(&mut at)?,
+                given: tag == META_THREAD_GIVEN,
             },
             _ => return None,
         };

@@ -241,9 +241,14 @@ fn write_counts(l: &Latency, out: &mut dyn Write) -> io::Result<()> {
         };
         writeln!(
             out,
-            "kept: {which}: {now} window{} (a longer interval replaced a kept one {} times)",
+            "kept: {which}: {now} window{} (a longer interval replaced a kept one {} time{})",
             if now == 1 { "" } else { "s" },
-            l.kept.saturating_sub(now)
+            l.kept.saturating_sub(now),
+            if l.kept.saturating_sub(now) == 1 {
+                ""
+            } else {
+                "s"
+            }
         )?;
     }
     if l.no_room > 0 {

@@ -38,6 +38,8 @@ struct LaneData {
     process: Process,
     sites: HashMap<u32, TraceSite>,
     threads: HashMap<u32, String>,
+    /// Threads whose name the program gave (a THREAD record).
+    named: std::collections::HashSet<u32>,
     /// (tid, record with the lane's site id).
     /// Records as the lane has them: `tid` the real thread id, `site` the lane's site id (both
     /// mapped when the lanes are merged, in place).
@@ -171,6 +173,7 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
         header,
         sites: HashMap::new(),
         threads: HashMap::new(),
+        named: Default::default(),
         records: Vec::new(),
     };
     let header = lane.header.clone();
@@ -275,8 +278,14 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
                     },
                 );
             }
-            Meta::Thread { tid, name } => {
-                lane.threads.insert(tid, text(name));
+            Meta::Thread { tid, name, given } => {
+                // A name the program gave outranks the kernel's, whichever came later.
+                if given || !lane.named.contains(&tid) {
+                    lane.threads.insert(tid, text(name));
+                }
+                if given {
+                    lane.named.insert(tid);
+                }
             }
         }
     }

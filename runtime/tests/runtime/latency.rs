@@ -298,3 +298,48 @@ fn bad_latency_settings_are_explained() {
     assert!(ok(&o).contains("done 3"));
     assert!(err.contains("BOOTPROF_LATENCY needs a session"), "{err}");
 }
+
+/// The README's slow-request hunt: in `examples/requests` the slow request is the one that waited
+/// for the long flush, and its window holds the flusher's records of that time, names and all.
+#[test]
+fn the_example_slow_request_is_the_one_that_waited_for_the_flush() {
+    let w = Work::new("latency-example");
+    let src = root().join("examples/requests/main.c");
+    w.build("requests", &[src.to_str().unwrap()], &[], &[]);
+    let (t, o) = latency_run(
+        &w,
+        "s",
+        &["--latency", "server:request_begin..server:request_end"],
+        &["./requests"],
+    );
+    assert!(ok(&o).contains("served 300 requests"));
+    let l = latency_of(&t);
+    assert_eq!(l.count, 300);
+    assert!(ms(&t, l.max) >= 40.0, "{}", ms(&t, l.max));
+    let begin = hits(&t, "request_begin");
+    let end = hits(&t, "request_end");
+    assert_eq!((begin.len(), end.len()), (1, 1));
+    assert_eq!(begin[0].1, end[0].1, "one request's window");
+    let name_of = |r: &bootprof_format::trace::Record| {
+        t.threads
+            .iter()
+            .find(|(k, _)| *k == r.tid)
+            .and_then(|(_, n)| n.clone())
+    };
+    let on = |site: &str| {
+        t.records
+            .iter()
+            .filter(|r| t.sites[r.site as usize].function == site)
+            .map(&name_of)
+            .collect::<Vec<_>>()
+    };
+    assert!(on("write_out")
+        .iter()
+        .all(|n| n.as_deref() == Some("flusher")));
+    assert!(!on("write_out").is_empty());
+    assert!(on("append_log")
+        .iter()
+        .all(|n| n.as_deref() == Some("main")));
+    let summary = report_of(&w, "s", "summary");
+    assert!(summary.contains("blamed on flusher"), "{summary}");
+}
