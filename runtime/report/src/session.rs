@@ -276,6 +276,7 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
             Meta::Thread { tid, name } => {
                 lane.threads.insert(tid, text(name));
             }
+            Meta::Counts { .. } => {}
         }
     }
     fmt::meta_chunks(len) as usize
