@@ -159,37 +159,10 @@ pub(crate) fn describe_sites(sites: &[&'static SiteRec]) {
 
 /// Appends a metadata blob to the lane; false if there is no room.
 fn write_meta(blob: &[u8]) -> bool {
-    let Some(k) = buffer::claim(lane::meta_chunks(blob.len() as u64)) else {
-        return false;
-    };
-    let p = buffer::chunk(k);
-    // SAFETY: the claimed chunks are ours; the blob fits in them (meta_chunks).
-    unsafe {
-        std::ptr::copy_nonoverlapping(blob.as_ptr(), p.add(CHUNK_HEADER_SIZE), blob.len());
-        commit_chunk_header(
-            p,
-            blob.len() as u64,
-            0,
-            lane::chunk_word3(0, lane::CHUNK_META),
-        );
-    }
-    true
-}
-
-/// Writes a chunk header's first words, then word 3 (which commits it).
-///
-/// # Safety
-/// `p` is a chunk this thread claimed.
-#[inline]
-unsafe fn commit_chunk_header(p: *mut u8, w0: u64, w1: u64, w3: u64) {
-    let w = p.cast::<u64>();
-    // SAFETY: per the contract; chunks are 4096-aligned.
-    unsafe {
-        w.write(w0);
-        w.add(1).write(w1);
-        w.add(2).write(0);
-        (*w.add(3).cast::<std::sync::atomic::AtomicU64>()).store(w3, Ordering::Release);
-    }
+    buffer::append_meta(blob.len(), buffer::Wait::Yes, |room| {
+        room.copy_from_slice(blob);
+        blob.len()
+    })
 }
 
 /// Records one hit of `site` (an enabled site whose record kind is not "none").
@@ -295,7 +268,7 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
     }
     let p = buffer::chunk(k);
     // SAFETY: chunk `k` is this thread's now.
-    unsafe { commit_chunk_header(p, tsc, before, lane::chunk_word3(tid, CHUNK_DATA)) };
+    unsafe { buffer::commit_chunk_header(p, tsc, before, lane::chunk_word3(tid, CHUNK_DATA)) };
     let start = p as usize + CHUNK_HEADER_SIZE;
     CHUNK_START.with(|c| c.set(start));
     Some((start, start + slots * SLOT_SIZE))
