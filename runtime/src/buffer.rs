@@ -1,5 +1,6 @@
 //! The recording buffer: takes claims for chunks from the recorder, and metadata blobs (site
-//! names, thread names); hands back chunk memory in a lane (layout in `bootprof_format::lane`).
+//! names, thread names, hit counts); hands back chunk memory in a lane (layout in
+//! `bootprof_format::lane`).
 //!
 //! In a session (`BOOTPROF_SESSION=DIR`) the lane is a file in DIR, created exclusively and
 //! mapped shared: every store lands in the page cache at once, so whatever ends the process, the
@@ -421,7 +422,15 @@ fn init_header(setup: Setup, parent: Option<([u8; 64], u64)>) {
     let header = unsafe { std::slice::from_raw_parts_mut(base, LANE_HEADER_SIZE) };
     let put = |h: &mut [u8], at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
     put(header, field::MAGIC, &fmt::LANE_MAGIC);
-    put(header, field::VERSION, &fmt::LANE_VERSION.to_le_bytes());
+    // A counting process's lane holds its counts: the version that has them, and the flag that
+    // says a lane without them is a process that did not write them.
+    let (version, flags) = if crate::site::counting() {
+        (fmt::LANE_VERSION_COUNTS, fmt::FLAG_COUNTS)
+    } else {
+        (fmt::LANE_VERSION, 0)
+    };
+    put(header, field::VERSION, &version.to_le_bytes());
+    put(header, field::FLAGS, &flags.to_le_bytes());
     put(
         header,
         field::HEADER_SIZE,

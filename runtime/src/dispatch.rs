@@ -124,17 +124,10 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
     if mask == 0 && !record {
         // Nothing runs and nothing is recorded: the hit is only counted. No thread-local
         // re-entry guard is needed (no handler of ours is on this path), and none is read.
-        count(site);
+        site.count();
         return;
     }
     fire_handlers(site, args, parent, via, mask, record);
-}
-
-/// Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
-#[inline]
-fn count(site: &SiteRec) {
-    site.hits
-        .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
@@ -151,7 +144,7 @@ fn fire_handlers(
     if !entered {
         return;
     }
-    count(site);
+    site.count();
     let tsc = rdtsc();
     let tid = tid();
     if record {

@@ -9,7 +9,7 @@
 use bootprof_format::pattern::Pattern;
 use bootprof_format::{Form, Kind, MAX_SITE_LEN};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// How an enabled site fires.
@@ -66,7 +66,7 @@ pub struct SiteRec {
     pub(crate) state: AtomicU8,
     /// Bit i set: handler i wants this site.
     pub(crate) handlers: AtomicU64,
-    /// Hits since start.
+    /// Hits since start (in a fork child, when counting, since the fork): see [`SiteRec::count`].
     pub(crate) hits: AtomicU64,
     /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
     pub(crate) rec_kind: u8,
@@ -116,6 +116,37 @@ impl SiteRec {
     pub fn is_guard(&self) -> bool {
         self.form == Form::Guard
     }
+
+    /// Counts a hit. Counting ([`counting`]: `BOOTPROF_COUNT=1`), with a locked add: exact
+    /// however many threads hit the site at once, for a locked instruction per hit (and the
+    /// cache line going from core to core when threads hit one site together). Otherwise with a
+    /// relaxed load and a store, no locked instruction: concurrent hits of one site may lose
+    /// counts (the counter is then a cheap estimate, as `bootprof_hits()` and `BOOTPROF_STATS`
+    /// report it).
+    #[inline]
+    pub(crate) fn count(&self) {
+        if counting() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.hits
+                .store(self.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether hits are counted exactly ([`SiteRec::count`]); set once, before the first site is
+/// enabled, and never cleared.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether hits are counted exactly (`BOOTPROF_COUNT=1`).
+#[inline]
+pub(crate) fn counting() -> bool {
+    COUNTING.load(Ordering::Relaxed)
+}
+
+/// Counts every hit exactly from now on.
+pub(crate) fn count_exactly() {
+    COUNTING.store(true, Ordering::Relaxed);
 }
 
 /// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).
