@@ -8,6 +8,8 @@
 //! the frames to a format: [`text`] (ftrace-like lines, record by record), [`chrome`] (Chrome
 //! Trace Event JSON), [`folded`] (folded stacks for flame graphs), [`flamechart`] (an SVG flame
 //! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits).
+//! [`counts`] needs no records: it prints the hit counts a session's processes wrote when they
+//! counted instead of recording (`bootprof run --count`).
 //!
 //! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
@@ -17,6 +19,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod chrome;
+pub mod counts;
 pub mod error;
 pub mod flamechart;
 pub mod folded;
@@ -55,17 +58,21 @@ pub enum Format {
     Points,
     /// The top functions by inclusive and self time, the events, the waits.
     Summary,
+    /// Hits per site, summed over the processes and per process, of a session recorded with
+    /// `bootprof run --count`.
+    Counts,
 }
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::Text,
         Format::Chrome,
         Format::Folded,
         Format::Flamechart,
         Format::Points,
         Format::Summary,
+        Format::Counts,
     ];
 }
 
@@ -101,6 +108,10 @@ pub fn write_report(
     options: &Options,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    if format == Format::Counts {
+        // Counts, not records: nothing to model.
+        return counts::write(trace, out);
+    }
     let mut model = model::Model::new(trace);
     holds::blame(&mut model);
     match format {
@@ -110,6 +121,7 @@ pub fn write_report(
         Format::Flamechart => flamechart::write(&model, options, out),
         Format::Points => points::write(&model, out),
         Format::Summary => summary::write(&model, options, out),
+        Format::Counts => counts::write(trace, out),
     }
 }
 
@@ -122,6 +134,12 @@ pub fn report(
     options: &Options,
 ) -> Result<()> {
     let trace = read_trace(input)?;
+    if format == Format::Counts && !counts::counted(&trace) {
+        return Err(Error::Usage(format!(
+            "{}: no hit counts: it was recorded, not counted (`bootprof run --count` counts)",
+            input.display()
+        )));
+    }
     if let Some(losses) = trace.losses() {
         eprintln!(
             "bootprof: warning: {}: {losses}; reporting what it holds",
