@@ -1,9 +1,10 @@
 //! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
 //! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_KEEP`,
-//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), which every process of its tree that carries the runtime
-//! inherits, waits for it as the tree's subreaper (writing how each process it reaps ended into
-//! its lane), and hands on its exit code and the session.
+//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_COUNT`), which every process of its tree that
+//! carries the runtime inherits, waits for it as the tree's subreaper (writing how each process it
+//! reaps ended into its lane), and hands on its exit code and the session (with `--count`, after
+//! printing the hit counts its processes wrote).
 
 use bootprof_format::lane::{field, End, Keep, SessionHeader};
 use bootprof_format::pattern::{self, Pattern};
@@ -79,6 +80,11 @@ pub struct RunOptions {
     /// Print the profile-point table to stderr when the program exits.
     #[arg(long)]
     pub points: bool,
+    /// Count hits instead of recording them: no trace, exact counts however many threads hit a
+    /// site, and a table of hits per site (summed over the processes, and per process) on stderr
+    /// when the program ends; `bootprof report --format counts` prints it again.
+    #[arg(long, conflicts_with_all = ["keep", "buffer", "points"])]
+    pub count: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -95,6 +101,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         keep,
         buffer,
         points,
+        count,
         command,
     } = options;
     let patterns = if enable.is_empty() {
@@ -123,6 +130,12 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     if points {
         cmd.env("BOOTPROF_POINTS", "1");
     }
+    if count {
+        cmd.env("BOOTPROF_COUNT", "1");
+    } else {
+        // An inherited BOOTPROF_COUNT=1 would record nothing.
+        cmd.env_remove("BOOTPROF_COUNT");
+    }
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
@@ -140,6 +153,8 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display(),
             why_no_trace(&command[0], status)
         );
+    } else if count {
+        print_counts(&dir, lanes);
     } else {
         eprintln!(
             "bootprof: session {} ({lanes} process{} recorded); read it with `bootprof report {}`",
@@ -155,6 +170,21 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         Status::Exit(code) => code,
         Status::Signal(sig) => 128 + sig,
     })
+}
+
+/// Prints the hit counts the `lanes` processes of the session `dir` wrote, to stderr (the
+/// program's stdout stays its own).
+fn print_counts(dir: &Path, lanes: usize) {
+    match crate::session::read_session(dir) {
+        Ok(trace) => eprint!(
+            "bootprof: hit counts of {lanes} process{} (again: `bootprof report --format counts \
+             {}`):\n{}",
+            if lanes == 1 { "" } else { "es" },
+            dir.display(),
+            crate::counts::text(&trace)
+        ),
+        Err(e) => eprintln!("bootprof: cannot read the counts: {e}"),
+    }
 }
 
 /// How a process ended, as `waitpid` says.
