@@ -20,7 +20,7 @@ pub(crate) fn init_from_environment() -> bool {
     if !std::env::var("BOOTPROF_COUNT").is_ok_and(|v| v == "1") {
         return false;
     }
-    site::count_exactly();
+    site::set_hit_path(site::COUNTS_EXACTLY, true);
     extern "C" fn child() {
         forget();
     }

@@ -40,7 +40,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
 
-static RECORDING: AtomicBool = AtomicBool::new(false);
 /// Whether recording was ever started (a counting process's dump writes no empty trace).
 static STARTED: AtomicBool = AtomicBool::new(false);
 static FULL: AtomicBool = AtomicBool::new(false);
@@ -74,7 +73,7 @@ const STACK_DEPTH: usize = 128;
 /// Whether hits are being recorded.
 #[inline]
 pub fn recording() -> bool {
-    RECORDING.load(Ordering::Relaxed)
+    site::hit_path() & site::RECORDS != 0
 }
 
 /// What to keep, as `BOOTPROF_KEEP` says (`start`, `last` or `all`; default `start`).
@@ -103,7 +102,7 @@ pub fn start_with(capacity: usize, keep: Keep) -> bool {
         return false;
     }
     STARTED.store(true, Ordering::Relaxed);
-    RECORDING.store(true, Ordering::Release);
+    site::set_hit_path(site::RECORDS, true);
     true
 }
 
@@ -144,7 +143,7 @@ pub fn configured_capacity() -> usize {
 
 /// Stops recording (what was recorded stays, for the dump).
 pub fn stop() {
-    RECORDING.store(false, Ordering::Release);
+    site::set_hit_path(site::RECORDS, false);
 }
 
 /// Writes the names of newly registered `sites` into the lane (a metadata blob), so its records
@@ -728,7 +727,7 @@ fn install_process_hooks() {
     extern "C" fn child() {
         forget_cursor();
         if !buffer::after_fork() {
-            RECORDING.store(false, Ordering::Relaxed);
+            site::set_hit_path(site::RECORDS, false);
         }
     }
     extern "C" fn exited(status: libc::c_int, _: *mut libc::c_void) {
@@ -750,7 +749,7 @@ fn install_process_hooks() {
         }
     }
     extern "C" fn fatal(sig: libc::c_int) {
-        RECORDING.store(false, Ordering::Relaxed);
+        site::set_hit_path(site::RECORDS, false);
         if site::counting() {
             counts::write_into_lane();
         }
