@@ -44,13 +44,14 @@
 //!
 //! # Hit counts
 //!
-//! A process that counts hits (`BOOTPROF_COUNT=1`, what `bootprof run --count` sets) records no
-//! data chunks. Its lane is version [`LANE_VERSION_COUNTS`], with [`FLAG_COUNTS`] set in the
-//! header's `FLAGS` field, and holds a [`Meta::Counts`] entry per time it wrote its counts (at
-//! exit, from the handler of a fatal signal, at each `bootprof_dump()`): each one holds every
-//! site's hits since the process started (a `fork` child starts from 0), so the last one is the
-//! one to read. A counting lane without one is a process that ended without writing them (SIGKILL,
-//! `_exit`, `exec`) or is still running. A fork child does not inherit its parent's counts.
+//! A process that counts hits (`BOOTPROF_COUNT=1`, what `bootprof run --count` sets) records
+//! none (no data chunks, unless the program starts the recorder itself). Its lane is version
+//! [`LANE_VERSION_COUNTS`], with [`FLAG_COUNTS`] set in the header's `FLAGS` field, and holds a
+//! [`Meta::Counts`] entry per time it wrote its counts (at exit and from the handler of a fatal
+//! signal, just before it writes how it ended; at each `bootprof_dump()`): each one holds every
+//! site's hits since the process started (a `fork` child starts from 0, and does not inherit the
+//! entries of its parent's lane), so the last one is the one to read. A counting lane without one
+//! is a process that ended without writing them (SIGKILL, `_exit`, `exec`) or still runs.
 
 use crate::le::{u32_at, u64_at};
 use crate::trace::{Record, RecordKind};
