@@ -104,7 +104,8 @@ const char *bootprof_last_error(void);
 /* Recording (TSLOG-style event log of enabled sites' hits; BOOTPROF_OUTPUT=path starts it before
  * the first constructor and dumps at exit). */
 int bootprof_record(int on);                              /* start (1) or stop (0) */
-int64_t bootprof_dump(const char *path);                  /* NULL: BOOTPROF_OUTPUT or bootprof.<pid>.trace */
+int64_t bootprof_dump(const char *path);                  /* NULL: BOOTPROF_OUTPUT or bootprof.<pid>.trace;
+                                                             BOOTPROF_COUNT=1: writes the hit counts so far */
 void bootprof_print_points(int fd);                       /* the profile-point table */
 
 #ifdef __cplusplus

@@ -16,9 +16,11 @@ pub fn record() -> bool {
     recorder::start(recorder::configured_capacity())
 }
 
-/// Writes the event log to `path` (atomically); returns the number of records.
+/// Writes the event log to `path` (atomically); returns the number of records. Counting hits
+/// (`BOOTPROF_COUNT=1`), writes the counts so far instead (into the session's lane, else to
+/// stderr), and the event log too only if the program started recording (else returns 0).
 pub fn dump(path: impl AsRef<std::path::Path>) -> std::io::Result<u64> {
-    recorder::dump(path.as_ref())
+    recorder::dump_on_demand(path.as_ref()).map(|n| n.unwrap_or(0))
 }
 
 /// Enables every site matching `pattern` in trap mode. Returns how many sites changed.

@@ -1,5 +1,6 @@
-//! The recording buffer: takes claims for chunks from the recorder; hands back chunk memory in a
-//! lane (layout in `bootprof_format::lane`).
+//! The recording buffer: takes claims for chunks from the recorder, and metadata blobs (site
+//! names, thread names, hit counts); hands back chunk memory in a lane (layout in
+//! `bootprof_format::lane`).
 //!
 //! In a session (`BOOTPROF_SESSION=DIR`) the lane is a file in DIR, created exclusively and
 //! mapped shared: every store lands in the page cache at once, so whatever ends the process, the
@@ -115,19 +116,72 @@ pub(crate) fn used() -> &'static [u8] {
 
 /// Claims `n` consecutive chunks; their index, or `None` when the lane cannot grow to hold them.
 pub(crate) fn claim(n: u64) -> Option<u64> {
+    claim_as(n, Wait::Yes)
+}
+
+/// Whether a claim that needs the lane grown waits while another thread grows it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    Yes,
+    /// In a signal handler: the thread it interrupted may be the one growing the lane, which
+    /// would never finish; the claim fails instead.
+    No,
+}
+
+fn claim_as(n: u64, wait: Wait) -> Option<u64> {
     let k = word(field::CLAIMED).fetch_add(n, Ordering::AcqRel);
     let end = k.checked_add(n)?;
-    (end <= grown().load(Ordering::Acquire) || grow(end)).then_some(k)
+    (end <= grown().load(Ordering::Acquire) || grow(end, wait)).then_some(k)
+}
+
+/// Appends a metadata blob (`bootprof_format::lane::Meta` entries) of at most `len` bytes to the
+/// lane: `fill` writes it in place (into zeroed memory) and returns the bytes it used. False if
+/// there is no room. Async-signal-safe with [`Wait::No`] and a `fill` that is.
+pub(crate) fn append_meta(len: usize, wait: Wait, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+    let Some(k) = claim_as(fmt::meta_chunks(len as u64), wait) else {
+        return false;
+    };
+    let p = chunk(k);
+    // SAFETY: the claimed chunks are ours, consecutive in the mapping, and hold `len` bytes after
+    // the first one's header (`meta_chunks`); a new claim's memory is zero.
+    let used = fill(unsafe { std::slice::from_raw_parts_mut(p.add(fmt::CHUNK_HEADER_SIZE), len) });
+    // SAFETY: chunk `k` is ours.
+    unsafe {
+        commit_chunk_header(
+            p,
+            used.min(len) as u64,
+            0,
+            fmt::chunk_word3(0, fmt::CHUNK_META),
+        )
+    };
+    true
+}
+
+/// Writes a chunk header's first words, then word 3 (which commits it).
+///
+/// # Safety
+/// `p` is a chunk this thread claimed.
+#[inline]
+pub(crate) unsafe fn commit_chunk_header(p: *mut u8, w0: u64, w1: u64, w3: u64) {
+    let w = p.cast::<u64>();
+    // SAFETY: per the contract; chunks are 4096-aligned.
+    unsafe {
+        w.write(w0);
+        w.add(1).write(w1);
+        w.add(2).write(0);
+        (*w.add(3).cast::<AtomicU64>()).store(w3, Ordering::Release);
+    }
 }
 
 /// Makes the lane hold at least `end` chunks now (a benchmark's buffer, grown beforehand).
 pub(crate) fn grow_to(end: u64) -> bool {
-    end <= grown().load(Ordering::Acquire) || grow(end)
+    end <= grown().load(Ordering::Acquire) || grow(end, Wait::Yes)
 }
 
-/// Grows the lane to at least `end` chunks; false if it cannot.
+/// Grows the lane to at least `end` chunks; false if it cannot (or, not waiting, if another
+/// thread is growing it).
 #[cold]
-fn grow(end: u64) -> bool {
+fn grow(end: u64, wait: Wait) -> bool {
     loop {
         if GROWING
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -149,6 +203,9 @@ fn grow(end: u64) -> bool {
             };
             GROWING.store(false, Ordering::Release);
             return ok;
+        }
+        if wait == Wait::No {
+            return false;
         }
         while GROWING.load(Ordering::Acquire) {
             std::hint::spin_loop();
@@ -240,7 +297,7 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
     let base = reserve(-1).ok_or("cannot reserve memory for the record buffer")?;
     BASE.store(base, Ordering::Release);
     init_header(setup, None);
-    if !grow(FIRST_CHUNKS) {
+    if !grow(FIRST_CHUNKS, Wait::Yes) {
         return Err("cannot populate the record buffer".into());
     }
     match problem {
@@ -358,7 +415,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     FD.store(fd, Ordering::Release);
     BASE.store(base, Ordering::Release);
     init_header(setup, parent);
-    if !grow(FIRST_CHUNKS) {
+    if !grow(FIRST_CHUNKS, Wait::Yes) {
         return give_up(std::io::Error::from_raw_os_error(libc::ENOSPC));
     }
     Ok(())
@@ -395,7 +452,15 @@ fn init_header(setup: Setup, parent: Option<([u8; 64], u64)>) {
     let header = unsafe { std::slice::from_raw_parts_mut(base, LANE_HEADER_SIZE) };
     let put = |h: &mut [u8], at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
     put(header, field::MAGIC, &fmt::LANE_MAGIC);
+    // A counting process's lane holds its counts: the flag says a lane without them is a process
+    // that did not write them.
+    let flags = if crate::site::counting() {
+        fmt::FLAG_COUNTS
+    } else {
+        0
+    };
     put(header, field::VERSION, &fmt::LANE_VERSION.to_le_bytes());
+    put(header, field::FLAGS, &flags.to_le_bytes());
     put(
         header,
         field::HEADER_SIZE,

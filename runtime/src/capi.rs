@@ -269,7 +269,9 @@ pub extern "C" fn bootprof_record(on: c_int) -> c_int {
 }
 
 /// Writes the event log to `path` (NULL: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`);
-/// returns the number of records written, or -1.
+/// returns the number of records written, or -1. Counting hits (`BOOTPROF_COUNT=1`), writes the
+/// counts so far (into the session's lane, else to stderr) and the event log only if the program
+/// started recording (else returns 0).
 ///
 /// # Safety
 /// `path` must be NULL or a NUL-terminated string.
@@ -285,8 +287,8 @@ pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
                 .into_owned(),
         )
     };
-    match crate::recorder::dump(&path) {
-        Ok(n) => n as i64,
+    match crate::recorder::dump_on_demand(&path) {
+        Ok(n) => n.unwrap_or(0) as i64,
         Err(e) => i64::from(fail(format!("{}: {e}", path.display()))),
     }
 }

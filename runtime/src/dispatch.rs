@@ -120,21 +120,21 @@ pub(crate) fn forget_tid() {
 #[inline]
 pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
     let mask = site.handlers.load(Ordering::Acquire);
-    let record = site.rec_kind != 0 && crate::recorder::recording();
+    let path = site::hit_path();
+    if mask == 0 && path == 0 {
+        // The common case, two loads and a plain count: no handler, no recorder, no exact count.
+        site.count(false);
+        return;
+    }
+    let record = path & site::RECORDS != 0 && site.rec_kind != 0;
+    let exactly = path & site::COUNTS_EXACTLY != 0;
     if mask == 0 && !record {
         // Nothing runs and nothing is recorded: the hit is only counted. No thread-local
         // re-entry guard is needed (no handler of ours is on this path), and none is read.
-        count(site);
+        site.count(exactly);
         return;
     }
-    fire_handlers(site, args, parent, via, mask, record);
-}
-
-/// Not a locked add: concurrent hits of one site may lose a count, the hit path stays cheap.
-#[inline]
-fn count(site: &SiteRec) {
-    site.hits
-        .store(site.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    fire_handlers(site, args, parent, via, mask, record, exactly);
 }
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
@@ -146,12 +146,13 @@ fn fire_handlers(
     via: u8,
     mut mask: u64,
     record: bool,
+    exactly: bool,
 ) {
     let entered = IN_HANDLER.with(|g| !g.replace(true));
     if !entered {
         return;
     }
-    count(site);
+    site.count(exactly);
     let tsc = rdtsc();
     let tid = tid();
     if record {

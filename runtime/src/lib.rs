@@ -10,7 +10,7 @@
 //!
 //! The modules form layers, each using only the ones below it: [`text`], `clock`,
 //! `note` (stderr) -> `site` (the site records, their list and lookup snapshot) -> `buffer` (the
-//! lane records go into) -> [`recorder`]
+//! lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) -> [`recorder`]
 //! -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported here) ->
 //! [`capi`]. Nothing below imports this root.
 //!
@@ -24,6 +24,7 @@ mod api;
 mod buffer;
 pub mod capi;
 mod clock;
+mod counts;
 pub mod dispatch;
 pub(crate) mod latency;
 mod macros;

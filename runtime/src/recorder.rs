@@ -14,6 +14,8 @@
 //! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
 //!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
 //!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
+//! - **Counts.** With `BOOTPROF_COUNT=1` nothing is recorded: hits are counted exactly, and the
+//!   counts go into the lane (or to stderr without a session) when the process ends (`counts`).
 //! - **Dump.** At exit (when `BOOTPROF_OUTPUT` is set, or without a session), on
 //!   `bootprof_dump()`, and on the signal named by `BOOTPROF_DUMP_SIGNAL` (handled by a thread
 //!   woken through a pipe, since writing files is not signal-safe), the log is written as one
@@ -23,6 +25,7 @@
 
 use crate::buffer;
 use crate::clock::{monotonic_ns, rdtsc};
+use crate::counts;
 use crate::note::{note, note_raw};
 pub use crate::site::Point;
 use crate::site::{self, SiteRec};
@@ -37,7 +40,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
 
-static RECORDING: AtomicBool = AtomicBool::new(false);
+/// Whether recording was ever started (a counting process's dump writes no empty trace).
+static STARTED: AtomicBool = AtomicBool::new(false);
 static FULL: AtomicBool = AtomicBool::new(false);
 /// Records dropped by this process (the lane's header has the same count).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -69,7 +73,7 @@ const STACK_DEPTH: usize = 128;
 /// Whether hits are being recorded.
 #[inline]
 pub fn recording() -> bool {
-    RECORDING.load(Ordering::Relaxed)
+    site::hit_path() & site::RECORDS != 0
 }
 
 /// What to keep, as `BOOTPROF_KEEP` says (`start`, `last` or `all`; default `start`); measuring
@@ -98,26 +102,38 @@ pub fn start(capacity: usize) -> bool {
 
 /// [`start`] with an explicit keep mode.
 pub fn start_with(capacity: usize, keep: Keep) -> bool {
-    if !buffer::exists() {
-        let chunks = capacity.div_ceil(RECORDS_PER_CHUNK).max(1) as u64;
-        CAPACITY.store(capacity as u64, Ordering::Relaxed);
-        let session = std::env::var_os("BOOTPROF_SESSION").filter(|s| !s.is_empty());
-        let setup = buffer::Setup {
-            keep,
-            limit_chunks: chunks,
-        };
-        if let Err(e) = buffer::create(setup, session.as_deref()) {
-            note(&e);
-            if !buffer::exists() {
-                return false;
-            }
-        }
-        install_process_hooks();
-        let reg = site::lock();
-        describe_sites(&reg.sites);
-        crate::latency::setup();
+    if !open(capacity, keep) {
+        return false;
     }
-    RECORDING.store(true, Ordering::Release);
+    STARTED.store(true, Ordering::Relaxed);
+    site::set_hit_path(site::RECORDS, true);
+    true
+}
+
+/// Creates the buffer, if there is none, with room for `capacity` records (in the session
+/// `BOOTPROF_SESSION` names, if any), installs the process's exit and fork hooks and describes
+/// the sites in it. False if no buffer can be had.
+fn open(capacity: usize, keep: Keep) -> bool {
+    if buffer::exists() {
+        return true;
+    }
+    let chunks = capacity.div_ceil(RECORDS_PER_CHUNK).max(1) as u64;
+    CAPACITY.store(capacity as u64, Ordering::Relaxed);
+    let session = std::env::var_os("BOOTPROF_SESSION").filter(|s| !s.is_empty());
+    let setup = buffer::Setup {
+        keep,
+        limit_chunks: chunks,
+    };
+    if let Err(e) = buffer::create(setup, session.as_deref()) {
+        note(&e);
+        if !buffer::exists() {
+            return false;
+        }
+    }
+    install_process_hooks();
+    let reg = site::lock();
+    describe_sites(&reg.sites);
+    crate::latency::setup();
     true
 }
 
@@ -132,7 +148,7 @@ pub fn configured_capacity() -> usize {
 
 /// Stops recording (what was recorded stays, for the dump).
 pub fn stop() {
-    RECORDING.store(false, Ordering::Release);
+    site::set_hit_path(site::RECORDS, false);
 }
 
 /// Writes the names of newly registered `sites` into the lane (a metadata blob), so its records
@@ -164,37 +180,10 @@ pub(crate) fn describe_sites(sites: &[&'static SiteRec]) {
 
 /// Appends a metadata blob to the lane; false if there is no room.
 fn write_meta(blob: &[u8]) -> bool {
-    let Some(k) = buffer::claim(lane::meta_chunks(blob.len() as u64)) else {
-        return false;
-    };
-    let p = buffer::chunk(k);
-    // SAFETY: the claimed chunks are ours; the blob fits in them (meta_chunks).
-    unsafe {
-        std::ptr::copy_nonoverlapping(blob.as_ptr(), p.add(CHUNK_HEADER_SIZE), blob.len());
-        commit_chunk_header(
-            p,
-            blob.len() as u64,
-            0,
-            lane::chunk_word3(0, lane::CHUNK_META),
-        );
-    }
-    true
-}
-
-/// Writes a chunk header's first words, then word 3 (which commits it).
-///
-/// # Safety
-/// `p` is a chunk this thread claimed.
-#[inline]
-unsafe fn commit_chunk_header(p: *mut u8, w0: u64, w1: u64, w3: u64) {
-    let w = p.cast::<u64>();
-    // SAFETY: per the contract; chunks are 4096-aligned.
-    unsafe {
-        w.write(w0);
-        w.add(1).write(w1);
-        w.add(2).write(0);
-        (*w.add(3).cast::<std::sync::atomic::AtomicU64>()).store(w3, Ordering::Release);
-    }
+    buffer::append_meta(blob.len(), buffer::Wait::Yes, |room| {
+        room.copy_from_slice(blob);
+        blob.len()
+    })
 }
 
 /// Records one hit of `site` (an enabled site whose record kind is not "none").
@@ -316,7 +305,7 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
     }
     let p = buffer::chunk(k);
     // SAFETY: chunk `k` is this thread's now.
-    unsafe { commit_chunk_header(p, tsc, before, lane::chunk_word3(tid, CHUNK_DATA)) };
+    unsafe { buffer::commit_chunk_header(p, tsc, before, lane::chunk_word3(tid, CHUNK_DATA)) };
     let start = p as usize + CHUNK_HEADER_SIZE;
     CHUNK_START.with(|c| c.set(start));
     Some((start, start + slots * SLOT_SIZE))
@@ -613,6 +602,20 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
     Ok(header.records)
 }
 
+/// What `bootprof_dump()` and `BOOTPROF_DUMP_SIGNAL` do. Counting, writes the counts so far (into
+/// the lane; without a session, the table to stderr), and the event log to `path` only if
+/// recording was started (by the program itself: counting records nothing). Else writes the
+/// event log to `path`. Returns the records written, or `None` when no trace file was written.
+pub fn dump_on_demand(path: &std::path::Path) -> std::io::Result<Option<u64>> {
+    if site::counting() {
+        counts::write();
+        if !STARTED.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+    }
+    dump(path).map(Some)
+}
+
 /// Creates the file a dump to `path` is written into before it is renamed over `path`: beside
 /// it, under a name nobody can guess (`mkostemp`: `PATH.XXXXXX`), exclusively (never a file that
 /// is already there, never through a symlink planted under that name, as in a directory others
@@ -641,17 +644,31 @@ fn create_temporary(
 /// `BOOTPROF_OUTPUT` when it is set, or when there is no session. `BOOTPROF_DUMP_SIGNAL` (a
 /// number or a name like `USR2`) dumps on that signal; `BOOTPROF_POINTS=1` prints the
 /// profile-point table to stderr at exit; `BOOTPROF_STATS=FILE` appends one line of hit counts
-/// to FILE at exit (see [`stats_line`]).
+/// to FILE at exit (see [`stats_line`]). `BOOTPROF_COUNT=1` counts hits exactly instead of
+/// recording them (the variables that start recording are then ignored): the counts go into the
+/// session's lane, or without a session to stderr at exit (see `counts`).
 pub(crate) fn init_from_environment() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-        let record = set("BOOTPROF_OUTPUT")
-            || set("BOOTPROF_SESSION")
-            || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1");
+        let counting = counts::init_from_environment();
+        let record = !counting
+            && (set("BOOTPROF_OUTPUT")
+                || set("BOOTPROF_SESSION")
+                || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1"));
         let points = std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1");
         if record {
             start(configured_capacity());
+        }
+        if counting {
+            if set("BOOTPROF_SESSION") {
+                // The lane, for the sites' names and the counts; nothing is recorded into it.
+                open(configured_capacity(), configured_keep());
+            }
+            if !buffer::in_session() {
+                // SAFETY: registers a function with no preconditions.
+                unsafe { libc::atexit(counts::print_at_exit) };
+            }
         }
         if record || points {
             extern "C" fn at_exit() {
@@ -748,17 +765,22 @@ extern "C" {
 /// Once, when the buffer is created: a fork child gets a lane of its own; the lane records the
 /// exit status (`on_exit`) and the fatal signal that ends the process (a handler for each of
 /// [`FATAL_SIGNALS`] still at its default action, which writes the signal into the lane and
-/// raises it again with the default action, so the process ends as it would have).
+/// raises it again with the default action, so the process ends as it would have); a counting
+/// process writes its counts just before either.
 fn install_process_hooks() {
     extern "C" fn child() {
         forget_cursor();
         if !buffer::after_fork() {
-            RECORDING.store(false, Ordering::Relaxed);
+            site::set_hit_path(site::RECORDS, false);
         } else if buffer::exists() {
             crate::latency::setup();
         }
     }
     extern "C" fn exited(status: libc::c_int, _: *mut libc::c_void) {
+        // The counts first: a lane that says how its process ended has its last counts.
+        if site::counting() {
+            counts::write_into_lane();
+        }
         buffer::set_end(lane::End::Exit, status as u32);
         if buffer::exists() && buffer::in_session() {
             let hz = measured_hz();
@@ -773,7 +795,10 @@ fn install_process_hooks() {
         }
     }
     extern "C" fn fatal(sig: libc::c_int) {
-        RECORDING.store(false, Ordering::Relaxed);
+        site::set_hit_path(site::RECORDS, false);
+        if site::counting() {
+            counts::write_into_lane();
+        }
         buffer::set_end(lane::End::Signal, sig as u32);
         // SAFETY: signal and raise are async-signal-safe. The signal is blocked until this
         // handler returns; then it ends the process with the default action (a fault re-runs
@@ -850,7 +875,8 @@ fn name_threads() {
 
 /// The line `BOOTPROF_STATS` appends at exit, tab-separated: `pid`, the executable's path,
 /// sites registered, sites enabled, hits of enabled sites (all sites' counters summed; each counter
-/// may lose counts under concurrent hits of one site), and the most-hit function with its hits.
+/// may lose counts under concurrent hits of one site, unless counting with `BOOTPROF_COUNT=1`), and
+/// the most-hit function with its hits.
 pub(crate) fn stats_line() -> String {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     let reg = site::lock();
@@ -908,8 +934,9 @@ fn dump_on_signal(sig: libc::c_int) {
             let n = unsafe { libc::read(reader, b.as_mut_ptr().cast(), 1) };
             if n == 1 {
                 let path = default_path();
-                match dump(&path) {
-                    Ok(n) => note(&format!("{n} records written to {}", path.display())),
+                match dump_on_demand(&path) {
+                    Ok(Some(n)) => note(&format!("{n} records written to {}", path.display())),
+                    Ok(None) => {}
                     Err(e) => note(&format!("cannot write {}: {e}", path.display())),
                 }
             } else if n == 0 {

@@ -76,7 +76,7 @@ pub struct SiteRec {
     pub(crate) state: AtomicU8,
     /// Bit i set: handler i wants this site.
     pub(crate) handlers: AtomicU64,
-    /// Hits since start.
+    /// Hits since start (in a fork child, when counting, since the fork): see [`SiteRec::count`].
     pub(crate) hits: AtomicU64,
     /// The record a hit makes (`bootprof_format::trace::RecordKind` as a byte), 0 for none.
     pub(crate) rec_kind: u8,
@@ -127,6 +127,51 @@ impl SiteRec {
     pub fn is_guard(&self) -> bool {
         self.form == Form::Guard
     }
+
+    /// Counts a hit: `exactly` ([`COUNTS_EXACTLY`], `BOOTPROF_COUNT=1`) with a locked add, exact
+    /// however many threads hit the site at once, for a locked instruction per hit (and the
+    /// cache line going from core to core when threads hit one site together); otherwise with a
+    /// relaxed load and a store, no locked instruction: concurrent hits of one site may lose
+    /// counts (the counter is then a cheap estimate, as `bootprof_hits()` and `BOOTPROF_STATS`
+    /// report it).
+    #[inline]
+    pub(crate) fn count(&self, exactly: bool) {
+        if exactly {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.hits
+                .store(self.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a hit does besides running its handlers, in one word the hit path reads once (so that a
+/// hit with neither costs one load and one test for both): [`RECORDS`], [`COUNTS_EXACTLY`].
+static HIT_PATH: AtomicU8 = AtomicU8::new(0);
+/// Bit of [`hit_path`]: the recorder is on.
+pub(crate) const RECORDS: u8 = 1;
+/// Bit of [`hit_path`]: hits are counted exactly (`BOOTPROF_COUNT=1`); set before the first site
+/// registers, never cleared.
+pub(crate) const COUNTS_EXACTLY: u8 = 2;
+
+/// What a hit does besides running its handlers ([`RECORDS`], [`COUNTS_EXACTLY`]).
+#[inline]
+pub(crate) fn hit_path() -> u8 {
+    HIT_PATH.load(Ordering::Relaxed)
+}
+
+/// Turns `bit` of [`hit_path`] on or off.
+pub(crate) fn set_hit_path(bit: u8, on: bool) {
+    if on {
+        HIT_PATH.fetch_or(bit, Ordering::Release);
+    } else {
+        HIT_PATH.fetch_and(!bit, Ordering::Release);
+    }
+}
+
+/// Whether hits are counted exactly (`BOOTPROF_COUNT=1`).
+pub(crate) fn counting() -> bool {
+    hit_path() & COUNTS_EXACTLY != 0
 }
 
 /// Count, total, min and max TSC ticks of one profile point (kept on its ENTER site).

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+// More tests, in files of their own (the C programs they run are in `tests/runtime/`).
+#[path = "runtime/count.rs"]
+mod count;
 #[path = "runtime/latency.rs"]
 mod latency;
 

@@ -19,8 +19,8 @@ struct Cli {
 enum Command {
     /// Run a program with probes enabled and its hits recorded into a new session directory
     /// (bootprof.<pid>.session unless -o): every process of its tree that carries the runtime
-    /// records into its own lane there, as it runs. The programs must have been linked by
-    /// bootprof-link.
+    /// records into its own lane there, as it runs (with --count, only its hit counts, printed
+    /// when the program ends). The programs must have been linked by bootprof-link.
     Run(RunOptions),
     /// Print the probe-site table of a linked executable or shared object, and check that every
     /// site holds its NOP (exit status 1 if one does not).
@@ -33,7 +33,8 @@ enum Command {
     },
     /// Turn a session (`bootprof run`'s directory), one lane file or a single trace file
     /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, folded
-    /// stacks, an SVG flame chart, a profile-point table or a summary; every process shown.
+    /// stacks, an SVG flame chart, a profile-point table, a summary, or the hit counts of a
+    /// session run with --count; every process shown.
     Report {
         /// The output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]

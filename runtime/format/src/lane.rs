@@ -43,14 +43,33 @@
 //! Site names come from metadata chunks; a lane made by `fork` inherits the sites of its parent's
 //! lane (named in its header) as they were at the fork: the parent's chunks before
 //! `LANE_PARENT_CHUNKS`.
+//!
+//! # Hit counts
+//!
+//! A process that counts hits (`BOOTPROF_COUNT=1`, what `bootprof run --count` sets) records
+//! none (no data chunks, unless the program starts the recorder itself). Its lane is version
+//! [`LANE_VERSION`] (as every lane this runtime writes), with [`FLAG_COUNTS`] set in the
+//! header's `FLAGS` field, and holds a
+//! [`Meta::Counts`] entry per time it wrote its counts (at exit and from the handler of a fatal
+//! signal, just before it writes how it ended; at each `bootprof_dump()`): each one holds every
+//! site's hits since the process started (a `fork` child starts from 0, and does not inherit the
+//! entries of its parent's lane), so the last one is the one to read. A counting lane without one
+//! is a process that ended without writing them (SIGKILL, `_exit`, `exec`) or still runs.
 
 use crate::le::{u32_at, u64_at};
 use crate::trace::{Record, RecordKind};
 
 /// First bytes of a lane file.
 pub const LANE_MAGIC: [u8; 8] = *b"BPLANE\0\0";
-/// The lane layout described here.
-pub const LANE_VERSION: u32 = 1;
+/// The lane layout described here, as the runtime writes it: version 1 with the `FLAGS` header
+/// field, [`Meta::Counts`] entries, the latency area and kept windows ([`CHUNK_LATENCY`],
+/// [`CHUNK_KEPT`]) and program-given thread names ([`META_THREAD_GIVEN`]), which a reader of
+/// version 1 would take for damage. Readers read both versions.
+pub const LANE_VERSION: u32 = 2;
+/// The first lane layout: none of what version 2 added (its `FLAGS` field reads as 0).
+pub const LANE_VERSION_1: u32 = 1;
+/// Bit of the header's `FLAGS` field: the process counts hits and writes [`Meta::Counts`] entries.
+pub const FLAG_COUNTS: u32 = 1;
 /// Size of the lane header; the chunks start here.
 pub const LANE_HEADER_SIZE: usize = 4096;
 /// Size of a chunk.
@@ -127,6 +146,9 @@ pub mod field {
     pub const GROWN: usize = 120;
     /// `[u8; 16]` the kernel's boot id (TSC values compare only within one boot).
     pub const BOOT_ID: usize = 128;
+    /// `u32` flags ([`super::FLAG_COUNTS`]); version [`super::LANE_VERSION`] on (zero in
+    /// version 1).
+    pub const FLAGS: usize = 144;
     /// `[u8; 64]` file name of the parent's lane in the session, NUL-padded (after `fork`).
     pub const PARENT_LANE: usize = 192;
     /// `[u8; ...]` the executable's path, then its command line (NUL-separated), to the end of
@@ -229,6 +251,8 @@ pub struct LaneHeader {
     pub grown: u64,
     /// See [`field::BOOT_ID`].
     pub boot_id: [u8; 16],
+    /// See [`field::FLAGS`].
+    pub flags: u32,
 }
 
 impl LaneHeader {
@@ -240,7 +264,8 @@ impl LaneHeader {
         if b[..8] != LANE_MAGIC {
             return Err("not a bootprof lane (bad magic)");
         }
-        if u32_at(b, field::VERSION) != LANE_VERSION {
+        let version = u32_at(b, field::VERSION);
+        if version != LANE_VERSION && version != LANE_VERSION_1 {
             return Err("unknown lane version");
         }
         if u32_at(b, field::HEADER_SIZE) as usize != LANE_HEADER_SIZE
@@ -267,6 +292,11 @@ impl LaneHeader {
             parent_chunks: u64_at(b, field::PARENT_CHUNKS),
             grown: u64_at(b, field::GROWN),
             boot_id,
+            flags: if version == LANE_VERSION_1 {
+                0
+            } else {
+                u32_at(b, field::FLAGS)
+            },
         })
     }
 }
@@ -456,13 +486,21 @@ pub const META_THREAD: u8 = 2;
 /// Tag of a thread-name entry for a name the program gave the thread (a THREAD record): it
 /// outlives the record, which a flight recorder overwrites, and outranks the kernel's name.
 pub const META_THREAD_GIVEN: u8 = 4;
+/// Tag of a hit-count entry in a metadata blob (lane version 2 on).
+pub const META_COUNTS: u8 = 3;
+/// Bytes of one site's count in a [`Meta::Counts`] entry: `u32` site id, `u64` hits.
+pub const COUNT_SIZE: usize = 12;
+/// Bytes before the counts of a [`Meta::Counts`] entry: the tag and the number of counts.
+const COUNTS_HEADER: usize = 5;
 
 /// One entry of a metadata blob. Strings are a `u32` length and that many bytes.
 ///
 /// - site: tag [`META_SITE`], `u32 id`, `u8 kind` (a [`crate::Kind`]), `u32 func_offset`,
 ///   `u64 address`, then provider, name and function as strings;
 /// - thread: tag [`META_THREAD`] (or [`META_THREAD_GIVEN`]), `u32 tid`, then its name as a
-///   string.
+///   string;
+/// - counts: tag [`META_COUNTS`], `u32 n`, then `n` counts of [`COUNT_SIZE`] bytes: `u32` site
+///   id, `u64` hits since the process started (a site missing was neither enabled nor hit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta<'a> {
     /// A site the process registered.
@@ -491,6 +529,37 @@ pub enum Meta<'a> {
         /// Whether the program gave it (a THREAD record) rather than the kernel.
         given: bool,
     },
+    /// The process's hit counts when it wrote them.
+    Counts {
+        /// The counts as stored: a multiple of [`COUNT_SIZE`] bytes (see [`counts`]).
+        counts: &'a [u8],
+    },
+}
+
+/// Bytes of a [`Meta::Counts`] entry of `n` counts.
+pub const fn counts_entry_len(n: usize) -> usize {
+    COUNTS_HEADER + n * COUNT_SIZE
+}
+
+/// Writes the tag and the number of counts, `n`, of a [`Meta::Counts`] entry at the start of
+/// `entry` (what the runtime writes in place, count by count, where it may not allocate).
+pub fn put_counts_header(entry: &mut [u8], n: u32) {
+    entry[0] = META_COUNTS;
+    entry[1..COUNTS_HEADER].copy_from_slice(&n.to_le_bytes());
+}
+
+/// Writes count `i` (site `site`, `hits`) of the [`Meta::Counts`] entry starting at `entry`.
+pub fn put_count(entry: &mut [u8], i: usize, site: u32, hits: u64) {
+    let at = counts_entry_len(i);
+    entry[at..at + 4].copy_from_slice(&site.to_le_bytes());
+    entry[at + 4..at + COUNT_SIZE].copy_from_slice(&hits.to_le_bytes());
+}
+
+/// The (site id, hits) pairs of a [`Meta::Counts`] entry's `counts`.
+pub fn counts(counts: &[u8]) -> impl Iterator<Item = (u32, u64)> + '_ {
+    counts
+        .chunks_exact(COUNT_SIZE)
+        .map(|c| (u32_at(c, 0), u64_at(c, 4)))
 }
 
 impl Meta<'_> {
@@ -504,6 +573,7 @@ impl Meta<'_> {
                 ..
             } => 1 + 4 + 1 + 4 + 8 + 12 + provider.len() + name.len() + function.len(),
             Meta::Thread { name, .. } => 1 + 4 + 4 + name.len(),
+            Meta::Counts { counts } => COUNTS_HEADER + counts.len(),
         }
     }
 
@@ -547,6 +617,13 @@ impl Meta<'_> {
                 put(&tid.to_le_bytes());
                 string(&mut put, name);
             }
+            Meta::Counts { counts } => {
+                let n = (counts.len() / COUNT_SIZE) as u32;
+                let mut header = [0u8; COUNTS_HEADER];
+                put_counts_header(&mut header, n);
+                put(&header);
+                put(counts);
+            }
         }
         at
     }
@@ -587,6 +664,12 @@ impl Meta<'_> {
                 name: string(&mut at)?,
                 given: tag == META_THREAD_GIVEN,
             },
+            META_COUNTS => {
+                let n = u32_of(&mut at)? as usize;
+                Meta::Counts {
+                    counts: take(&mut at, n.checked_mul(COUNT_SIZE)?)?,
+                }
+            }
             _ => return None,
         };
         Some((meta, at))
@@ -738,5 +821,33 @@ mod tests {
         for cut in 0..n {
             assert_eq!(Meta::decode(&buf[..cut]), None);
         }
+    }
+
+    /// Counts written in place, count by count, read back as the encoder would write them.
+    #[test]
+    fn counts_written_in_place_round_trip_and_refuse_a_cut() {
+        let mut entry = [0u8; counts_entry_len(2)];
+        put_counts_header(&mut entry, 2);
+        put_count(&mut entry, 0, 7, u64::MAX);
+        put_count(&mut entry, 1, MAX_SITE_ID + 1, 0);
+        let (meta, n) = Meta::decode(&entry).unwrap();
+        assert_eq!(n, entry.len());
+        let Meta::Counts { counts: c } = meta else {
+            panic!("{meta:?}");
+        };
+        let got: [(u32, u64); 2] = {
+            let mut it = counts(c);
+            [it.next().unwrap(), it.next().unwrap()]
+        };
+        assert_eq!(got, [(7, u64::MAX), (MAX_SITE_ID + 1, 0)]);
+        let mut again = [0u8; counts_entry_len(2)];
+        assert_eq!(meta.encode(&mut again), entry.len());
+        assert_eq!((again, meta.encoded_len()), (entry, entry.len()));
+        for cut in 0..n {
+            assert_eq!(Meta::decode(&entry[..cut]), None);
+        }
+        // A count of entries no blob could hold is refused, not multiplied past usize.
+        put_counts_header(&mut entry, u32::MAX);
+        assert_eq!(Meta::decode(&entry), None);
     }
 }

@@ -26,6 +26,8 @@
 #![deny(missing_docs)]
 
 pub mod code;
+#[cfg(feature = "std")]
+pub mod counts;
 pub mod file;
 pub mod lane;
 pub mod latency;

@@ -8,7 +8,9 @@
 //! the frames to a format: [`text`] (ftrace-like lines, record by record), [`chrome`] (Chrome
 //! Trace Event JSON), [`folded`] (folded stacks for flame graphs), [`flamechart`] (an SVG flame
 //! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits),
-//! [`latency`] (the intervals `bootprof run --latency` measured).
+//! [`latency`] (the intervals `bootprof run --latency` measured). [`counts`] needs no records:
+//! it prints the hit counts a session's processes wrote when they counted instead of recording
+//! (`bootprof run --count`).
 //!
 //! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
@@ -18,6 +20,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod chrome;
+pub mod counts;
 pub mod error;
 pub mod flamechart;
 pub mod folded;
@@ -60,11 +63,14 @@ pub enum Format {
     /// Intervals measured by `bootprof run --latency`: the longest, percentiles, a histogram
     /// and the windows kept.
     Latency,
+    /// Hits per site, summed over the processes and per process, of a session recorded with
+    /// `bootprof run --count`.
+    Counts,
 }
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 8] = [
         Format::Text,
         Format::Chrome,
         Format::Folded,
@@ -72,6 +78,7 @@ impl Format {
         Format::Points,
         Format::Summary,
         Format::Latency,
+        Format::Counts,
     ];
 }
 
@@ -107,6 +114,10 @@ pub fn write_report(
     options: &Options,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    if format == Format::Counts {
+        // Counts, not records: nothing to model.
+        return counts::write(trace, out);
+    }
     let mut model = model::Model::new(trace);
     holds::blame(&mut model);
     match format {
@@ -117,6 +128,7 @@ pub fn write_report(
         Format::Points => points::write(&model, out),
         Format::Summary => summary::write(&model, options, out),
         Format::Latency => latency::write(&model, out),
+        Format::Counts => counts::write(trace, out),
     }
 }
 
@@ -129,6 +141,12 @@ pub fn report(
     options: &Options,
 ) -> Result<()> {
     let trace = read_trace(input)?;
+    if format == Format::Counts && !counts::counted(&trace) {
+        return Err(Error::Usage(format!(
+            "{}: no hit counts: it was recorded, not counted (`bootprof run --count` counts)",
+            input.display()
+        )));
+    }
     if let Some(losses) = trace.losses_only() {
         eprintln!(
             "bootprof: warning: {}: {losses}; reporting what it holds",

@@ -38,6 +38,47 @@ pub struct Process {
     pub cut_bytes: u64,
     /// The intervals it measured and the windows it kept (`bootprof run --latency`).
     pub latency: Option<crate::latency::Latency>,
+    /// The hit counts it wrote, if it counted hits (`bootprof run --count`).
+    pub counts: Counts,
+}
+
+/// What a process's lane says of its hit counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counts {
+    /// It did not count hits (it recorded them, or nothing).
+    Off,
+    /// It counted, but wrote no counts: it ended without running its exit handlers (SIGKILL,
+    /// `_exit`, `exec`, a signal the runtime does not catch), or it still runs; or, when it wrote
+    /// how it ended (`wrote_end`), its lane had no room left for them.
+    NotWritten {
+        /// It wrote its own end into its lane.
+        wrote_end: bool,
+    },
+    /// The counts it wrote last.
+    Written {
+        /// (site, hits): the site's index in the trace's sites.
+        hits: Vec<(u32, u64)>,
+        /// They were written at its end (at exit, or by the handler of the signal that ended it);
+        /// else at a `bootprof_dump()` before an end that wrote none.
+        at_end: bool,
+    },
+}
+
+impl Counts {
+    /// Why there are no counts, given how the process ended; `None` when there are (or it did not
+    /// count).
+    pub fn missing(&self, ending: Ending) -> Option<String> {
+        match (self, ending) {
+            (Counts::NotWritten { wrote_end: true }, _) => {
+                Some(format!("no room left in its lane for them ({ending})"))
+            }
+            (Counts::NotWritten { .. }, Ending::Exit(code)) => {
+                Some(format!("exit {code} without running exit handlers (_exit)"))
+            }
+            (Counts::NotWritten { .. }, _) => Some(ending.to_string()),
+            _ => None,
+        }
+    }
 }
 
 impl Process {

@@ -1,9 +1,10 @@
 //! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
 //! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_KEEP`,
-//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), which every process of its tree that carries the runtime
-//! inherits, waits for it as the tree's subreaper (writing how each process it reaps ended into
-//! its lane), and hands on its exit code and the session.
+//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_COUNT`), which every process of its tree that
+//! carries the runtime inherits, waits for it as the tree's subreaper (writing how each process it
+//! reaps ended into its lane), and hands on its exit code and the session (with `--count`, after
+//! printing the hit counts its processes wrote).
 
 use bootprof_format::lane::{field, End, Keep, SessionHeader};
 use bootprof_format::pattern::{self, Pattern};
@@ -93,6 +94,11 @@ pub struct RunOptions {
     /// with --latency-min).
     #[arg(long, value_name = "N", requires = "latency")]
     pub latency_windows: Option<u64>,
+    /// Count hits instead of recording them: no trace, exact counts however many threads hit a
+    /// site, and a table of hits per site (summed over the processes, and per process) on stderr
+    /// when the program ends; `bootprof report --format counts` prints it again.
+    #[arg(long, conflicts_with_all = ["keep", "buffer", "points", "latency"])]
+    pub count: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -112,6 +118,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         latency,
         latency_min,
         latency_windows,
+        count,
         command,
     } = options;
     let mut enable = enable;
@@ -169,6 +176,12 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     } else {
         cmd.env_remove("BOOTPROF_LATENCY");
     }
+    if count {
+        cmd.env("BOOTPROF_COUNT", "1");
+    } else {
+        // An inherited BOOTPROF_COUNT=1 would record nothing.
+        cmd.env_remove("BOOTPROF_COUNT");
+    }
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
@@ -186,6 +199,8 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display(),
             why_no_trace(&command[0], status)
         );
+    } else if count {
+        print_counts(&dir, lanes);
     } else {
         eprintln!(
             "bootprof: session {} ({lanes} process{} recorded); read it with `bootprof report {}`",
@@ -302,6 +317,21 @@ fn latency_lines(dir: &Path) -> Vec<String> {
         dir.display()
     ));
     lines
+}
+
+/// Prints the hit counts the `lanes` processes of the session `dir` wrote, to stderr (the
+/// program's stdout stays its own).
+fn print_counts(dir: &Path, lanes: usize) {
+    match crate::session::read_session(dir) {
+        Ok(trace) => eprint!(
+            "bootprof: hit counts of {lanes} process{} (again: `bootprof report --format counts \
+             {}`):\n{}",
+            if lanes == 1 { "" } else { "es" },
+            dir.display(),
+            crate::counts::text(&trace)
+        ),
+        Err(e) => eprintln!("bootprof: cannot read the counts: {e}"),
+    }
 }
 
 /// How a process ended, as `waitpid` says.

@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Location, Result};
 use crate::latency::{KeptChunks, Latency};
-pub use crate::process::{signal_name, Ending, Process};
+pub use crate::process::{signal_name, Counts, Ending, Process};
 use crate::trace::{Trace, TraceSite};
 use bootprof_format::lane::{
     self as fmt, field, Chunk, End, Keep, LaneHeader, Meta, SessionHeader, CHUNK_SIZE,
@@ -44,6 +44,8 @@ struct LaneData {
     /// Records as the lane has them: `tid` the real thread id, `site` the lane's site id (both
     /// mapped when the lanes are merged, in place).
     records: Vec<Record>,
+    /// The last hit counts the lane holds, by the lane's site ids.
+    counts: Option<Vec<(u32, u64)>>,
 }
 
 /// Reads the session in `path` (a directory), or the one lane file `path`.
@@ -169,12 +171,14 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
             damaged: 0,
             cut_bytes,
             latency: None,
+            counts: Counts::Off,
         },
         header,
         sites: HashMap::new(),
         threads: HashMap::new(),
         named: Default::default(),
         records: Vec::new(),
+        counts: None,
     };
     let header = lane.header.clone();
     if let Some(dir) = dir {
@@ -222,13 +226,21 @@ fn inherit_metadata(
     let chunks = chunks_of(&data, upto);
     let mut k = 0;
     while k < chunks.len() / CHUNK_SIZE {
-        k += read_meta_at(chunks, k, lane).max(1);
+        k += read_meta_at(chunks, k, lane, Whose::Parent).max(1);
     }
+}
+
+/// Whose lane a metadata blob is read from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    Own,
+    /// A fork child's parent: its sites and threads are the child's too, its counts are not.
+    Parent,
 }
 
 /// Reads the metadata blob starting at chunk `k` of `chunks` into `lane` if there is one;
 /// returns the chunks it spans (0 if chunk `k` is no metadata chunk).
-fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
+fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData, whose: Whose) -> usize {
     let at = k * CHUNK_SIZE;
     let Chunk::Meta { len } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) else {
         return 0;
@@ -287,6 +299,11 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData) -> usize {
                     lane.named.insert(tid);
                 }
             }
+            // Each holds every count since the start: the last one read (written) is the one.
+            Meta::Counts { counts } if whose == Whose::Own => {
+                lane.counts = Some(fmt::counts(counts).collect());
+            }
+            Meta::Counts { .. } => {}
         }
     }
     fmt::meta_chunks(len) as usize
@@ -305,7 +322,7 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
         let at = k * CHUNK_SIZE;
         match fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
             Chunk::Meta { .. } => {
-                k += read_meta_at(chunks, k, lane);
+                k += read_meta_at(chunks, k, lane, Whose::Own);
                 continue;
             }
             Chunk::Latency { len } => {
@@ -404,9 +421,18 @@ fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
         };
         let last = lanes[i].records.iter().map(|r| r.tsc).max();
         let end_tsc = (h.end_tsc != 0).then_some(h.end_tsc).or(last);
+        // A counting process's counts, when it wrote some, are set when the lanes are merged.
+        let unwritten = (h.flags & fmt::FLAG_COUNTS != 0 && lanes[i].counts.is_none()).then(|| {
+            Counts::NotWritten {
+                wrote_end: End::from_u32(h.end.0) != End::Unknown,
+            }
+        });
         let p = &mut lanes[i].process;
         p.ending = ending;
         p.end_tsc = end_tsc;
+        if let Some(c) = unwritten {
+            p.counts = c;
+        }
     }
 }
 
@@ -561,28 +587,37 @@ fn merge(
             key_of.insert(tid, key);
             threads.push((key, lane.threads.get(&tid).cloned()));
         }
+        // The index in `sites` of the lane's site `id`.
+        let mut index = |id: u32, sites: &mut Vec<TraceSite>| {
+            *index_of.entry(id).or_insert_with(|| {
+                // A site whose description the lane lost: shown as `?`.
+                sites.push(TraceSite {
+                    kind: Kind::Probe,
+                    provider: "?".into(),
+                    name: format!("site{id}"),
+                    function: "?".into(),
+                    func_offset: 0,
+                    address: 0,
+                    id,
+                    process: p,
+                });
+                sites.len() as u32 - 1
+            })
+        };
         // In place, then moved: a session's records are held once.
         for r in &mut lane.records {
-            r.site = match index_of.get(&r.site) {
-                Some(&i) => i,
-                None => {
-                    // A site whose description the lane lost: shown as `?`.
-                    let i = sites.len() as u32;
-                    sites.push(TraceSite {
-                        kind: Kind::Probe,
-                        provider: "?".into(),
-                        name: format!("site{}", r.site),
-                        function: "?".into(),
-                        func_offset: 0,
-                        address: 0,
-                        id: r.site,
-                        process: p,
-                    });
-                    index_of.insert(r.site, i);
-                    i
-                }
-            };
+            r.site = index(r.site, &mut sites);
             r.tid = key_of[&r.tid];
+        }
+        if let Some(counts) = lane.counts.take() {
+            lane.process.counts = Counts::Written {
+                hits: counts
+                    .into_iter()
+                    .map(|(id, hits)| (index(id, &mut sites), hits))
+                    .collect(),
+                // The counts are written just before the end: an end written means they are its.
+                at_end: End::from_u32(lane.header.end.0) != End::Unknown,
+            };
         }
         if records.is_empty() {
             records = std::mem::take(&mut lane.records);
