@@ -1,7 +1,7 @@
 //! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
-//! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_KEEP`,
-//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), which every process of its tree that carries the runtime
+//! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_STACKTRACE`,
+//! `BOOTPROF_MODE`, `BOOTPROF_KEEP`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`), which every process of its tree that carries the runtime
 //! inherits, waits for it as the tree's subreaper (writing how each process it reaps ended into
 //! its lane), and hands on its exit code and the session.
 
@@ -62,6 +62,12 @@ pub struct RunOptions {
     /// (ftrace's set_ftrace_notrace). Repeatable.
     #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
     pub notrace: Vec<String>,
+    /// Patterns of sites whose every hit records its call stack (ftrace's stacktrace option):
+    /// the site's address and the return addresses of its callers, at most 64, unwound by
+    /// frame pointers (build with -fno-omit-frame-pointer). These sites are enabled too.
+    /// Repeatable.
+    #[arg(long = "stacktrace", value_name = "PATTERN")]
+    pub stacktrace: Vec<String>,
     /// How enabled sites fire.
     #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
@@ -90,6 +96,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     let RunOptions {
         enable,
         notrace,
+        stacktrace,
         mode,
         output,
         keep,
@@ -116,6 +123,11 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         .env_remove("BOOTPROF_RECORD");
     if !notrace.is_empty() {
         cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
+    }
+    if stacktrace.is_empty() {
+        cmd.env_remove("BOOTPROF_STACKTRACE");
+    } else {
+        cmd.env("BOOTPROF_STACKTRACE", stacktrace.join(","));
     }
     if let Some(b) = buffer {
         cmd.env("BOOTPROF_BUFFER", b.to_string());
@@ -148,7 +160,12 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
-    for line in unmatched_patterns(&enable, &notrace, &dir, &command[0]) {
+    let given = [
+        ("-e", &enable),
+        ("-x", &notrace),
+        ("--stacktrace", &stacktrace),
+    ];
+    for line in unmatched_patterns(&given, &dir, &command[0]) {
         eprintln!("bootprof: {line}");
     }
     Ok(match status {
@@ -432,15 +449,14 @@ fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
         .collect()
 }
 
-/// One line for each `-e`/`-x` pattern that matched none of the program's sites, with the
-/// nearest names; nothing when the sites cannot be read.
+/// One line for each pattern `given` with an option (`-e`, `-x`, `--stacktrace`) that matched
+/// none of the program's sites, with the nearest names; nothing when the sites cannot be read.
 fn unmatched_patterns(
-    enable: &[String],
-    notrace: &[String],
+    given: &[(&str, &Vec<String>)],
     trace: &Path,
     program: &OsStr,
 ) -> Vec<String> {
-    if enable.is_empty() && notrace.is_empty() {
+    if given.iter().all(|(_, texts)| texts.is_empty()) {
         return Vec::new();
     }
     let sites = site_names(trace, program);
@@ -448,8 +464,8 @@ fn unmatched_patterns(
         return Vec::new();
     }
     let mut lines = Vec::new();
-    for (option, texts) in [("-e", enable), ("-x", notrace)] {
-        for text in texts {
+    for &(option, texts) in given {
+        for text in texts.iter() {
             // A pattern that does not parse is the runtime's to report.
             let Ok(patterns) = pattern::parse_list(text) else {
                 continue;
