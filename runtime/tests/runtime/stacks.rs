@@ -1,6 +1,6 @@
 //! Call stacks recorded at hits (`bootprof run --stacktrace`), checked against the return
 //! addresses the program itself sees (`tests/runtime/stacks.c`), for probe and hook sites, in
-//! trap and call mode, with both kinds of hooks (before the prologue: `__fentry__`; after it:
+//! trap and call mode, with hooks before the prologue (`__fentry__`) and after it (`mcount`,
 //! `__cyg_profile_func_enter`), both forms of probes, and a tail jump.
 
 use super::*;
@@ -9,8 +9,9 @@ use bootprof_report::model::Model;
 use std::collections::HashMap;
 
 /// The builds: each hook kind, each probe form, frame pointers kept.
-const BUILDS: [(&str, &[&str]); 4] = [
+const BUILDS: [(&str, &[&str]); 5] = [
     ("fentry-guards", &["-pg", "-mfentry"]),
+    ("mcount-guards", &["-pg"]),
     (
         "fentry-calls",
         &["-pg", "-mfentry", "-DBOOTPROF_CALL_SITES"],
