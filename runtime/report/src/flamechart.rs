@@ -12,9 +12,10 @@
 //!
 //! A hit whose call stack was recorded (`bootprof run --stacktrace`) is drawn where it happened
 //! as a column [`HIT_WIDTH`] pixels wide, outlined: its stack's functions from the bottom of the
-//! band up (`[unknown]` for an address no instrumented function holds), the hit itself on top,
-//! so an EVENT stands as a leaf on its real callers (over the thread's timed frames, which stay
-//! as the ENTER/EXIT records built them). Of the hits of one thread within a pixel of each
+//! band up, from the outermost one that is instrumented (`[unknown]` for an address between
+//! them that no instrumented function holds), the hit itself on top, so an EVENT stands as a
+//! leaf on its real callers (drawn over the thread's timed frames, which stay as the ENTER/EXIT
+//! records built them). Of the hits of one thread within a pixel of each
 //! other only the first is drawn, which bounds the columns by the chart's width. Colours: functions
 //! in warm hues (by name, so a function keeps its colour), waits grey, blame frames purple, and
 //! the blamed thread's frames copied under them in blue-green.

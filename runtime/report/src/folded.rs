@@ -10,11 +10,12 @@
 //! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
 //!
-//! A hit whose call stack was recorded (`bootprof run --stacktrace`) adds its own line under the
-//! thread: the functions of its stack, outermost first (`[unknown]` for an address no
-//! instrumented function holds), then the hit's name (an EVENT becomes a leaf under its real
-//! callers). A hit has no duration: each one weighs 1 (nanosecond), so in a trace of such hits
-//! alone the values are hit counts, and beside timed frames they are next to nothing.
+//! A hit whose call stack was recorded (`bootprof run --stacktrace`) adds to the line of its own
+//! path under the thread: the functions of its stack, outermost first, from the outermost one
+//! that is instrumented (`[unknown]` for an address between them that no instrumented function
+//! holds), then the hit's name: an EVENT becomes a leaf under its real callers. A hit has no
+//! duration: each one weighs 1 (nanosecond), so in a trace of such hits alone the values are
+//! hit counts, and beside timed frames they are next to nothing.
 
 use crate::model::{Model, NameId};
 use crate::timeline::{self, Closed, Frame, Sink, Stack};

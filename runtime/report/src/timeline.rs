@@ -73,7 +73,9 @@ pub struct Stack<'a> {
     pub frames: &'a [Record],
     /// The path a flame graph shows: the frames' functions outermost first (`[unknown]` where no
     /// instrumented function holds the address), then the hit's own name unless it is an ENTER
-    /// or EXIT (whose name is the innermost function already).
+    /// or EXIT (whose name is the innermost function already). The frames outside the outermost
+    /// one an instrumented function holds (the C library's start-up code, mostly) are left
+    /// out, so the path starts where the thread's own frames do.
     pub path: &'a [NameId],
 }
 
@@ -218,9 +220,14 @@ impl<S: Sink> Walker<'_, '_, S> {
             return Ok(());
         }
         let record = &m.trace.records[i];
+        // Outermost first, from the outermost frame an instrumented function holds (or all of
+        // them, when none does).
+        let outermost = (frames.iter())
+            .rposition(|f| m.frame_function(lane, f.arg).is_some())
+            .unwrap_or(frames.len() - 1);
         self.path.clear();
-        let names = frames.iter().rev().map(|f| m.frame_name(lane, f.arg));
-        self.path.extend(names);
+        let names = frames[..=outermost].iter().rev();
+        self.path.extend(names.map(|f| m.frame_name(lane, f.arg)));
         if !matches!(record.kind, RecordKind::Enter | RecordKind::Exit) {
             self.path.push(m.name(record));
         }
