@@ -10,7 +10,9 @@
 //!   `last` (each thread keeps its last `BOOTPROF_BUFFER` records in a ring of chunks: a flight
 //!   recorder) or `all` (the lane grows while the file system has room). In a session
 //!   (`BOOTPROF_SESSION`) the lane is a file the records reach as they are written, and how the
-//!   process ends (exit status, fatal signal) is written into it.
+//!   process ends (exit status, fatal signal) is written into it. The hit of a site that records
+//!   its call stack (`BOOTPROF_STACKTRACE`) is followed by a FRAME record per frame, with the
+//!   hit's time (`record_stack`): a stack takes up to 64 records of the buffer.
 //! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
 //!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
 //!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
