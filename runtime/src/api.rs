@@ -38,6 +38,13 @@ pub fn disable(pattern: &str) -> Result<usize, Error> {
     registry::set_state(pattern, site::DISABLED)
 }
 
+/// Records the call stack at every hit of the sites matching `pattern` (`on`), or stops it:
+/// after a hit's record, one FRAME record per frame, unwound by frame pointers (see the
+/// `unwind` module). Enabling is separate ([`enable`]). Returns how many sites match.
+pub fn stacktrace(pattern: &str, on: bool) -> Result<usize, Error> {
+    registry::set_stacktrace(pattern, on)
+}
+
 /// Adds a `notrace` pattern: matching sites are never enabled (exclusion wins over [`enable`]).
 pub fn notrace(pattern: &str) -> Result<(), Error> {
     let p = Pattern::parse(pattern)?;
@@ -153,23 +160,44 @@ fn trap_mode_in_use() -> bool {
         .any(|s| s.state() != site::DISABLED)
 }
 
-/// Applies `BOOTPROF_ENABLE` / `BOOTPROF_MODE` to every table registered so far; called after
-/// each registration, so shared objects and later `dlopen`s are covered too. The environment is
-/// read once.
+/// Applies `BOOTPROF_STACKTRACE`, `BOOTPROF_ENABLE` and `BOOTPROF_MODE` to every table registered
+/// so far; called after each registration, so shared objects and later `dlopen`s are covered
+/// too. The environment is read once.
 pub(crate) fn apply_environment() {
-    static ENV: std::sync::OnceLock<Option<(Vec<Pattern>, Mode)>> = std::sync::OnceLock::new();
-    let Some((patterns, mode)) = ENV.get_or_init(read_environment) else {
+    static ENV: std::sync::OnceLock<Option<Environment>> = std::sync::OnceLock::new();
+    let Some(env) = ENV.get_or_init(read_environment) else {
         return;
     };
-    for p in patterns {
-        if let Err(e) = enable_with(&pattern_text(p), *mode) {
-            note(&format!("BOOTPROF_ENABLE: {e}"));
+    // Stacks first: a site's first hit after it is enabled has its stack.
+    for p in &env.stacktrace {
+        if let Err(e) = stacktrace(&pattern_text(p), true) {
+            note(&format!("BOOTPROF_STACKTRACE: {e}"));
+        }
+    }
+    for (p, var) in (env.enable.iter().map(|p| (p, "BOOTPROF_ENABLE")))
+        .chain(env.stacktrace.iter().map(|p| (p, "BOOTPROF_STACKTRACE")))
+    {
+        if let Err(e) = enable_with(&pattern_text(p), env.mode) {
+            note(&format!("{var}: {e}"));
         }
     }
 }
 
-fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
-    let patterns = std::env::var_os("BOOTPROF_ENABLE")?;
+/// What the environment asks for at start-up.
+struct Environment {
+    /// `BOOTPROF_ENABLE`.
+    enable: Vec<Pattern>,
+    /// `BOOTPROF_STACKTRACE`: these sites record their call stacks, and are enabled too.
+    stacktrace: Vec<Pattern>,
+    /// `BOOTPROF_MODE`.
+    mode: Mode,
+}
+
+fn read_environment() -> Option<Environment> {
+    let (enable, stacktrace) = ("BOOTPROF_ENABLE", "BOOTPROF_STACKTRACE");
+    if std::env::var_os(enable).is_none() && std::env::var_os(stacktrace).is_none() {
+        return None;
+    }
     if let Some(notrace) = std::env::var_os("BOOTPROF_NOTRACE") {
         match pattern::parse_list(&notrace.to_string_lossy()) {
             Ok(list) => site::lock().notrace.extend(list),
@@ -178,7 +206,7 @@ fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
     }
     // SAFETY: getauxval has no preconditions.
     if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
-        note("BOOTPROF_ENABLE ignored in secure-execution mode");
+        note("BOOTPROF_ENABLE and BOOTPROF_STACKTRACE ignored in secure-execution mode");
         return None;
     }
     let mode = match std::env::var("BOOTPROF_MODE").as_deref() {
@@ -191,13 +219,19 @@ fn read_environment() -> Option<(Vec<Pattern>, Mode)> {
             Mode::Trap
         }
     };
-    match pattern::parse_list(&patterns.to_string_lossy()) {
-        Ok(list) => Some((list, mode)),
-        Err(e) => {
-            note(&format!("BOOTPROF_ENABLE: {e}"));
-            None
-        }
-    }
+    // A list that does not parse is reported, and enables nothing.
+    let list = |var: &str| -> Vec<Pattern> {
+        let text = std::env::var_os(var).unwrap_or_default();
+        pattern::parse_list(&text.to_string_lossy()).unwrap_or_else(|e| {
+            note(&format!("{var}: {e}"));
+            Vec::new()
+        })
+    };
+    Some(Environment {
+        enable: list(enable),
+        stacktrace: list(stacktrace),
+        mode,
+    })
 }
 
 fn pattern_text(p: &Pattern) -> String {

@@ -132,6 +132,20 @@ pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
     }
 }
 
+/// Records (`on` = 1) or stops recording (0) the call stack at every hit of the sites matching
+/// `pattern`; returns how many match, or -1. Enabling them is separate.
+///
+/// # Safety
+/// `pattern` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_stacktrace(pattern: *const c_char, on: c_int) -> c_int {
+    // SAFETY: per the contract.
+    match unsafe { text(pattern) } {
+        Ok(p) => count(crate::api::stacktrace(p, on != 0)),
+        Err(e) => e,
+    }
+}
+
 /// Removes every notrace pattern.
 #[no_mangle]
 pub extern "C" fn bootprof_clear_notrace() {

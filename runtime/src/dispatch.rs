@@ -8,9 +8,14 @@
 //! runs before the function's own code, so all of its arguments must survive), calls
 //! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
 //! is-enabled sites the saved `rax` is set to 1 or 0.
+//!
+//! A site that records its call stack gets it unwound from the program's own registers at the
+//! site: in trap mode the interrupted `rsp` and `rbp`, in call mode the `rbp` the trampoline
+//! saved and the stack pointer just above the return address the site's call pushed.
 
 pub use crate::clock::rdtsc;
 use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
+pub(crate) use crate::unwind::Origin;
 use bootprof_format::code;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,9 +121,10 @@ pub(crate) fn forget_tid() {
     TID.with(|t| t.set(0));
 }
 
-/// Counts the hit and runs the site's handlers. `args` are rdi..r9.
+/// Counts the hit and runs the site's handlers. `args` are rdi..r9; `from` is where the hit
+/// stopped the program (for its call stack, when the site records one).
 #[inline]
-pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
+pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8, from: Origin) {
     let mask = site.handlers.load(Ordering::Acquire);
     let path = site::hit_path();
     if mask == 0 && path == 0 {
@@ -134,7 +140,7 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8) {
         site.count(exactly);
         return;
     }
-    fire_handlers(site, args, parent, via, mask, record, exactly);
+    fire_handlers(site, args, parent, via, mask, (record, exactly), from);
 }
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
@@ -145,8 +151,8 @@ fn fire_handlers(
     parent: u64,
     via: u8,
     mut mask: u64,
-    record: bool,
-    exactly: bool,
+    (record, exactly): (bool, bool),
+    from: Origin,
 ) {
     let entered = IN_HANDLER.with(|g| !g.replace(true));
     if !entered {
@@ -159,6 +165,13 @@ fn fire_handlers(
         if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
             let arg = if site.kind.is_hook() { parent } else { args[0] };
             crate::recorder::record(site, kind, arg, tid, tsc);
+            if site.stacktrace() {
+                crate::recorder::record_stack(site, from, tid, tsc);
+            }
+            if site.latency != 0 {
+                // After the record and its stack: a window it closes holds both.
+                crate::latency::hit(site, tsc, tid);
+            }
         }
     }
     let hit = Hit {
@@ -255,7 +268,14 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     let args = [
         frame.rdi, frame.rsi, frame.rdx, frame.rcx, frame.r8, frame.r9,
     ];
-    fire(site, args, parent, 2);
+    // The stack pointer at the site: above the return address its call pushed (a tail jump
+    // pushed none); the program's rbp is the one the trampoline saved.
+    let ret_at = std::ptr::addr_of!(frame.ret) as u64;
+    let from = Origin {
+        sp: if site.is_tail() { ret_at } else { ret_at + 8 },
+        fp: frame.rbp,
+    };
+    fire(site, args, parent, 2, from);
 }
 
 macro_rules! trampoline {

@@ -10,7 +10,9 @@
 //!   `last` (each thread keeps its last `BOOTPROF_BUFFER` records in a ring of chunks: a flight
 //!   recorder) or `all` (the lane grows while the file system has room). In a session
 //!   (`BOOTPROF_SESSION`) the lane is a file the records reach as they are written, and how the
-//!   process ends (exit status, fatal signal) is written into it.
+//!   process ends (exit status, fatal signal) is written into it. The hit of a site that records
+//!   its call stack (`BOOTPROF_STACKTRACE`) is followed by a FRAME record per frame, with the
+//!   hit's time (`record_stack`): a stack takes up to 64 records of the buffer.
 //! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
 //!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
 //!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
@@ -251,8 +253,16 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
             write_meta(&blob[..n]);
         }
     }
-    if site.latency != 0 {
-        crate::latency::hit(site, tsc, tid);
+}
+
+/// Records the call stack of a hit of `site` that stopped the program at `from`, after the hit's
+/// own record: one FRAME record per address (`unwind::frames`), with the hit's time.
+#[inline(never)]
+pub(crate) fn record_stack(site: &SiteRec, from: crate::unwind::Origin, tid: u32, tsc: u64) {
+    let mut frames = [0u64; crate::unwind::MAX_FRAMES];
+    let n = crate::unwind::frames(site.addr, site.return_address_on_top(), from, &mut frames);
+    for &address in &frames[..n] {
+        record(site, RecordKind::Frame, address, tid, tsc);
     }
 }
 
@@ -496,17 +506,28 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
     let mut records: Vec<Record> = Vec::new();
     let bytes = buffer::used();
     if !bytes.is_empty() {
-        for c in bytes[lane::LANE_HEADER_SIZE..].chunks_exact(CHUNK_SIZE) {
-            if let lane::Chunk::Data {
-                tid, base, slots, ..
-            } = lane::chunk(c)
-            {
-                lane::slot_records(base, slots, |r| records.push(r.record(tid)));
-            }
+        // Each thread's chunks in the order it wrote them (a ring reuses its chunks out of
+        // order), so that its records come in the order it wrote them: the FRAME records of a
+        // stack after its hit, although they share its time.
+        let mut data: Vec<(u32, u64, u64, &[u8])> = bytes[lane::LANE_HEADER_SIZE..]
+            .chunks_exact(CHUNK_SIZE)
+            .filter_map(|c| match lane::chunk(c) {
+                lane::Chunk::Data {
+                    tid,
+                    base,
+                    before,
+                    slots,
+                } => Some((tid, before, base, slots)),
+                _ => None,
+            })
+            .collect();
+        data.sort_unstable_by_key(|&(tid, before, ..)| (tid, before));
+        for (tid, _, base, slots) in data {
+            lane::slot_records(base, slots, |r| records.push(r.record(tid)));
         }
     }
-    // One thread's records are in order; several threads' chunks interleave (and a ring's
-    // chunks are reused out of order).
+    // Several threads' records interleave in time; the sort is stable, so records of one thread
+    // and one time (a hit and its stack) stay in their order.
     if !records.is_sorted_by_key(|r| r.tsc) {
         records.sort_by_key(|r| r.tsc);
     }

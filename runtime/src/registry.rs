@@ -129,6 +129,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             hits: AtomicU64::new(0),
             rec_kind,
             latency,
+            stacktrace: std::sync::atomic::AtomicBool::new(false),
             point: site::Point::new(),
         }));
         let mut mask = 0u64;
@@ -331,6 +332,19 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
         s.state.store(done, Ordering::Release);
     }
     Ok(())
+}
+
+/// Turns the recording of call stacks on (`on`) or off for every site matching `pattern`.
+/// Returns how many sites match.
+pub(crate) fn set_stacktrace(pattern: &str, on: bool) -> Result<usize, Error> {
+    let pattern = Pattern::parse(pattern)?;
+    let reg = lock();
+    let mut n = 0;
+    for s in reg.sites.iter().filter(|s| s.matches(&pattern)) {
+        s.stacktrace.store(on, Ordering::Relaxed);
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Adds a handler; returns its slot.

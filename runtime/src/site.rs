@@ -9,7 +9,7 @@
 use bootprof_format::pattern::Pattern;
 use bootprof_format::{Form, Kind, MAX_SITE_LEN};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// How an enabled site fires.
@@ -82,6 +82,8 @@ pub struct SiteRec {
     pub(crate) rec_kind: u8,
     /// Whether its hits open or close measured intervals (`latency::FROM`, `TO`).
     pub(crate) latency: u8,
+    /// Whether a hit's record is followed by its call stack (`BOOTPROF_STACKTRACE`).
+    pub(crate) stacktrace: AtomicBool,
     /// Profile-point figures, when this is an ENTER site.
     pub(crate) point: Point,
 }
@@ -116,6 +118,18 @@ impl SiteRec {
     /// function.
     pub fn matches(&self, pattern: &Pattern) -> bool {
         names_match(self.match_name, self.provider, self.function, pattern)
+    }
+
+    /// Whether a hit's record is followed by its call stack.
+    #[inline]
+    pub fn stacktrace(&self) -> bool {
+        self.stacktrace.load(Ordering::Relaxed)
+    }
+
+    /// Whether the site runs with no frame of its own, its function's return address on top of
+    /// the stack: an `__fentry__` hook (before the prologue) or a tail jump (after the epilogue).
+    pub fn return_address_on_top(&self) -> bool {
+        self.kind == Kind::Fentry || self.is_tail()
     }
 
     /// Whether the site is a tail jump.
@@ -371,6 +385,7 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         hits: AtomicU64::new(0),
         rec_kind: 0,
         latency: 0,
+        stacktrace: AtomicBool::new(false),
         point: Point::new(),
     }))
 }

@@ -94,8 +94,9 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
                 g[libc::REG_R8 as usize] as u64,
                 g[libc::REG_R9 as usize] as u64,
             ];
-            let parent = parent(site, g[REG_RSP] as u64, g[REG_RBP] as u64);
-            dispatch::fire(site, args, parent, 1);
+            let (sp, fp) = (g[REG_RSP] as u64, g[REG_RBP] as u64);
+            let parent = parent(site, sp, fp);
+            dispatch::fire(site, args, parent, 1, dispatch::Origin { sp, fp });
             resume(site, g, true);
         }
         DISABLING_CALL | CALL => resume(site, g, false),

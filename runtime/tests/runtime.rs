@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 mod count;
 #[path = "runtime/latency.rs"]
 mod latency;
+#[path = "runtime/stacks.rs"]
+mod stacks;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -129,6 +131,7 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .env_remove("BOOTPROF_ENABLE")
+        .env_remove("BOOTPROF_STACKTRACE")
         .env_remove("BOOTPROF_MODE");
     for (k, v) in env {
         cmd.env(k, v);
@@ -145,6 +148,25 @@ fn ok(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     out
+}
+
+/// `bootprof report --format FORMAT SESSION`'s output (it must succeed).
+fn report_of(session: &Path, format: &str) -> String {
+    ok(&Command::new(tools().join("bootprof"))
+        .args(["report", "--format", format])
+        .arg(session)
+        .output()
+        .unwrap())
+}
+
+/// `bootprof list EXE`: the site table of a linked program, as text.
+fn site_listing(exe: &Path) -> String {
+    let list = Command::new(tools().join("bootprof"))
+        .arg("list")
+        .arg(exe)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&list.stdout).into_owned()
 }
 
 #[test]
@@ -193,12 +215,7 @@ fn tail_sites_credit_each_hit_to_its_own_function() {
         &[],
     );
     // The sites must be tail jumps for the test to mean anything.
-    let list = Command::new(tools().join("bootprof"))
-        .args(["list"])
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let listing = String::from_utf8_lossy(&list.stdout);
+    let listing = site_listing(&exe);
     for f in ["t_one", "t_two", "t_three", "v_one", "v_two", "v_three"] {
         assert!(
             listing
@@ -1273,14 +1290,7 @@ fn every_report_format_shows_every_process_of_a_session() {
     let labels: Vec<String> = t.processes.iter().map(|p| p.label()).collect();
     let pids: Vec<u32> = t.processes.iter().map(|p| p.pid).collect();
     let crashed = &t.processes[4];
-    let report = |format: &str| {
-        let o = Command::new(tools().join("bootprof"))
-            .args(["report", "--format", format])
-            .arg(w.path("s"))
-            .output()
-            .unwrap();
-        ok(&o)
-    };
+    let report = |format: &str| report_of(&w.path("s"), format);
     let text = report("text");
     for p in &t.processes {
         let tgid = format!("({:>7}) [000]", p.pid);
@@ -1348,13 +1358,7 @@ fn folded_stacks_and_points_are_per_process_in_a_session() {
         &[],
     );
     assert_eq!(t.processes.len(), 2);
-    let report = |format: &str| {
-        ok(&Command::new(tools().join("bootprof"))
-            .args(["report", "--format", format])
-            .arg(w.path("s"))
-            .output()
-            .unwrap())
-    };
+    let report = |format: &str| report_of(&w.path("s"), format);
     let folded = report("folded");
     for p in &t.processes {
         assert!(
@@ -1518,12 +1522,8 @@ fn open_frames_close_where_their_process_ended() {
         &[("BOOTPROF_MODE", "call")],
     );
     assert_eq!(t.processes.len(), 2);
-    let o = Command::new(tools().join("bootprof"))
-        .args(["report", "--format", "chrome"])
-        .arg(w.path("s"))
-        .output()
-        .unwrap();
-    let chrome: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    let chrome: serde_json::Value =
+        serde_json::from_str(&report_of(&w.path("s"), "chrome")).unwrap();
     let events = chrome["traceEvents"].as_array().unwrap();
     let first = t.processes[0].pid;
     let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();

@@ -32,9 +32,15 @@
 //! site id (48-63). Word 1: the argument (bits 0-47: a function hook's parent address, a probe's
 //! first argument), bits 16-23 of the site id (48-55), and the kind byte (56-63) written last,
 //! which commits the record: a slot whose kind byte is 0 is ignored (not written yet, or being
-//! written when the process died). The kind byte is a `RecordKind` (1-8), plus [`KIND_WIDE_ARG`]
+//! written when the process died). The kind byte is a `RecordKind` (1-9), plus [`KIND_WIDE_ARG`]
 //! when the argument does not fit in 48 bits: the whole argument is then in word 0 of the *next*
 //! slot, whose kind byte is [`KIND_ARG_SLOT`] (written before the record it belongs to).
+//!
+//! A hit whose call stack is recorded is followed, in its thread's slots, by one FRAME record
+//! (kind 9) per frame, with the hit's TSC and site: the site's address, then return addresses,
+//! innermost first (see `RecordKind::Frame`). The stack may run on into the thread's next chunk;
+//! when the lane is full, or a ring chunk was reused, a stack may lose its end, or its hit. A
+//! reader that predates FRAME counts those slots as damaged and reads the rest.
 //!
 //! A chunk's records are in time order; a thread's chunks are ordered by word 1 (records before),
 //! which also tells how many records of a thread are missing when the oldest were overwritten
@@ -789,6 +795,33 @@ mod tests {
         assert_eq!(
             (r.tsc, r.site, r.kind, r.arg),
             (107, 0x12345, RecordKind::Event, u64::MAX)
+        );
+    }
+
+    /// The FRAME records of a stack read back in order after their hit, with its time and site.
+    #[test]
+    fn a_stack_reads_back_after_its_hit() {
+        let mut slots = [0u8; 3 * SLOT_SIZE];
+        let kinds = [RecordKind::Event, RecordKind::Frame, RecordKind::Frame];
+        for (i, (kind, arg)) in kinds.into_iter().zip([7, 0x401020, 0x401234]).enumerate() {
+            let (w0, w1) = record_words(5, 2, kind as u8, arg);
+            slots[i * SLOT_SIZE..][..8].copy_from_slice(&w0.to_le_bytes());
+            slots[i * SLOT_SIZE + 8..][..8].copy_from_slice(&w1.to_le_bytes());
+        }
+        let mut got = [None; 3];
+        let mut n = 0;
+        let stats = slot_records(100, &slots, |r| {
+            got[n] = Some((r.tsc, r.site, r.kind, r.arg));
+            n += 1;
+        });
+        assert_eq!((stats.records, stats.bad), (3, 0));
+        assert_eq!(
+            got,
+            [
+                Some((105, 2, RecordKind::Event, 7)),
+                Some((105, 2, RecordKind::Frame, 0x401020)),
+                Some((105, 2, RecordKind::Frame, 0x401234)),
+            ]
         );
     }
 

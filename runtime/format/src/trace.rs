@@ -23,6 +23,14 @@
 //! A `SiteEntry` is `id u32, kind u8, pad [u8;3], name u32, function u32, provider u32,
 //! func_offset u32, pad u32, address u64` (string offsets, u32::MAX = none). A `Record` is
 //! `tsc u64, arg u64, tid u32, site u32, kind u8, pad [u8;7]`. All little-endian.
+//!
+//! A hit whose call stack was recorded (`bootprof run --stacktrace`) is followed by one FRAME
+//! record per frame of that stack, innermost first: the site's address, then the return
+//! addresses of its callers. They carry the hit's thread, time and site, so in the TSC order of
+//! the file they come right after the hit's own record (the sort that orders a trace is stable,
+//! and a thread's records reach it in the order they were written). A FRAME record that does not
+//! follow a record of its thread, time and site (its hit was overwritten or lost) belongs to no
+//! hit. A reader that predates FRAME refuses a trace holding one: its kind (9) is unknown to it.
 
 /// First bytes of a trace file.
 pub const MAGIC: [u8; 8] = *b"BPTRACE\0";
@@ -61,15 +69,21 @@ pub enum RecordKind {
     Release = 7,
     /// The thread names itself: the site's name is the thread's name.
     Thread = 8,
+    /// One frame of the call stack recorded at the hit just before it (of the same thread, time
+    /// and site); `arg` is the address: the site's for the first FRAME of a hit, then return
+    /// addresses, innermost first.
+    Frame = 9,
 }
 
 impl RecordKind {
     /// The kind stored as `byte`.
     pub fn from_u8(byte: u8) -> Option<RecordKind> {
         use RecordKind::*;
-        [Enter, Exit, Event, Wait, Unwait, Hold, Release, Thread]
-            .into_iter()
-            .find(|k| *k as u8 == byte)
+        [
+            Enter, Exit, Event, Wait, Unwait, Hold, Release, Thread, Frame,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == byte)
     }
 
     /// Upper-case name, as TSLOG prints it.
@@ -83,6 +97,7 @@ impl RecordKind {
             RecordKind::Hold => "HOLD",
             RecordKind::Release => "RELEASE",
             RecordKind::Thread => "THREAD",
+            RecordKind::Frame => "FRAME",
         }
     }
 }

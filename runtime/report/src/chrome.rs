@@ -14,10 +14,13 @@
 //! and closes them, so they balance per thread: an EXIT without its ENTER is dropped, frames
 //! open at the end close at the last record's time. Waits are frames of category `wait`, blame
 //! frames `blame`, and the holder's frames copied under them `blamed`. EVENT, HOLD and RELEASE
-//! records are thread-scoped instant events. Times are microseconds with three decimals.
+//! records are thread-scoped instant events. A call stack recorded at a hit (`bootprof run
+//! --stacktrace`) is an instant event of category `stack` named after the hit, its frames in
+//! `args.stack`, innermost first, as the text report prints them (`function+0xOFFSET`, or the
+//! address). Times are microseconds with three decimals.
 
 use crate::model::{Model, NameId};
-use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink, Stack};
 use bootprof_format::trace::{Record, RecordKind};
 use std::io::{self, Write};
 
@@ -147,6 +150,18 @@ impl Sink for Chrome<'_, '_> {
     ) -> io::Result<()> {
         self.event(lane, frame.name, category(frame), "E", end)?;
         write!(self.out, "}}")
+    }
+
+    fn stack(&mut self, lane: usize, stack: &Stack, t: u64) -> io::Result<()> {
+        self.event(lane, self.m.name(stack.record), "stack", "i", t)?;
+        write!(self.out, ",\"s\":\"t\",\"args\":{{\"stack\":[")?;
+        for (i, f) in stack.frames.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            json_string(&mut self.out, &self.m.frame_text(lane, f.arg))?;
+        }
+        write!(self.out, "]}}}}")
     }
 
     fn instant(&mut self, lane: usize, r: &Record, name: NameId, t: u64) -> io::Result<()> {

@@ -8,7 +8,15 @@
 //! axis with gridlines runs along the top.
 //!
 //! Frames narrower than [`MIN_WIDTH`] pixels are not drawn (nor kept: their callees are
-//! narrower still), so the SVG stays small whatever the length of the trace. Colours: functions
+//! narrower still), so the SVG stays small whatever the length of the trace.
+//!
+//! A hit whose call stack was recorded (`bootprof run --stacktrace`) is drawn where it happened
+//! as a column [`HIT_WIDTH`] pixels wide, outlined: its stack's functions from the bottom of the
+//! band up, from the outermost one that is instrumented (`[unknown]` for an address between
+//! them that no instrumented function holds), the hit itself on top, so an EVENT stands as a
+//! leaf on its real callers (drawn over the thread's timed frames, which stay as the ENTER/EXIT
+//! records built them). Of the hits of one thread within a pixel of each
+//! other only the first is drawn, which bounds the columns by the chart's width. Colours: functions
 //! in warm hues (by name, so a function keeps its colour), waits grey, blame frames purple, and
 //! the blamed thread's frames copied under them in blue-green.
 //!
@@ -18,11 +26,13 @@
 //! record; frames' start times count from the same zero).
 
 use crate::model::{millis, Model, NameId};
-use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
+use crate::timeline::{self, Closed, Frame, FrameKind, Sink, Stack};
 use std::io::{self, Write};
 
 /// Frames narrower than this many pixels are left out.
 pub const MIN_WIDTH: f64 = 0.1;
+/// Width of the column of a recorded stack, in pixels.
+pub const HIT_WIDTH: f64 = 1.0;
 const MARGIN: f64 = 10.0;
 const ROW: f64 = 16.0;
 const BAND_TOP: f64 = 72.0;
@@ -40,6 +50,8 @@ struct Span {
     name: NameId,
     kind: FrameKind,
     mirrored: bool,
+    /// A frame of a recorded stack (drawn [`HIT_WIDTH`] wide at `start`).
+    hit: bool,
 }
 
 struct Collect {
@@ -47,9 +59,32 @@ struct Collect {
     /// Time zero of the chart, ns after the start of recording.
     zero: u64,
     lanes: Vec<Vec<Span>>,
+    /// Per lane, the time of the last recorded stack drawn.
+    last_hit: Vec<Option<u64>>,
 }
 
 impl Sink for Collect {
+    fn stack(&mut self, lane: usize, stack: &Stack, t: u64) -> io::Result<()> {
+        let near = |last: u64| (t.saturating_sub(last)) as f64 * self.scale < HIT_WIDTH;
+        if self.last_hit[lane].is_some_and(near) {
+            return Ok(());
+        }
+        self.last_hit[lane] = Some(t);
+        let at = t.saturating_sub(self.zero);
+        for (depth, &name) in stack.path.iter().enumerate() {
+            self.lanes[lane].push(Span {
+                depth: depth as u32,
+                start: at,
+                end: at,
+                name,
+                kind: FrameKind::Function,
+                mirrored: false,
+                hit: true,
+            });
+        }
+        Ok(())
+    }
+
     fn close(
         &mut self,
         lane: usize,
@@ -66,6 +101,7 @@ impl Sink for Collect {
                 name: frame.name,
                 kind: frame.kind,
                 mirrored: frame.mirrored,
+                hit: false,
             });
         }
         Ok(())
@@ -86,6 +122,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         scale,
         zero,
         lanes: vec![Vec::new(); m.lanes.len()],
+        last_hit: vec![None; m.lanes.len()],
     };
     timeline::walk(m, &mut collect)?;
     let lane_rows: Vec<u32> = (collect.lanes.iter())
@@ -112,7 +149,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     writeln!(
         out,
         "<style>.f rect{{stroke:white;stroke-width:0.5}} .f:hover rect{{stroke:black}} \
-         text{{pointer-events:none}}</style>"
+         .h rect{{stroke:#333}} text{{pointer-events:none}}</style>"
     )?;
     writeln!(
         out,
@@ -327,16 +364,22 @@ fn axis(out: &mut dyn Write, total: u64, chart: f64, height: f64) -> io::Result<
 fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> io::Result<()> {
     let x = MARGIN + s.start as f64 * scale;
     let w = (s.end - s.start) as f64 * scale;
+    let w = if s.hit { w.max(HIT_WIDTH) } else { w };
     let y = bottom - f64::from(s.depth + 1) * ROW;
     let name = m.text(s.name);
-    out.write_all(b"<g class=\"f\"><title>")?;
+    let class = if s.hit { "f h" } else { "f" };
+    write!(out, "<g class=\"{class}\"><title>")?;
     escape(out, name)?;
-    write!(
-        out,
-        " ({} ms, from {} ms",
-        millis(s.end - s.start),
-        millis(s.start)
-    )?;
+    if s.hit {
+        write!(out, " (recorded stack of a hit at {} ms", millis(s.start))?;
+    } else {
+        write!(
+            out,
+            " ({} ms, from {} ms",
+            millis(s.end - s.start),
+            millis(s.start)
+        )?;
+    }
     if s.mirrored {
         out.write_all(b", copied from the thread blamed for this wait")?;
     }

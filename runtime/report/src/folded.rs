@@ -9,9 +9,16 @@
 //! `wait:<what>` frame, and the stacks of a thread blamed for it under
 //! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
+//!
+//! A hit whose call stack was recorded (`bootprof run --stacktrace`) adds to the line of its own
+//! path under the thread: the functions of its stack, outermost first, from the outermost one
+//! that is instrumented (`[unknown]` for an address between them that no instrumented function
+//! holds), then the hit's name: an EVENT becomes a leaf under its real callers. A hit has no
+//! duration: each one weighs 1 (nanosecond), so in a trace of such hits alone the values are
+//! hit counts, and beside timed frames they are next to nothing.
 
 use crate::model::{Model, NameId};
-use crate::timeline::{self, Closed, Frame, Sink};
+use crate::timeline::{self, Closed, Frame, Sink, Stack};
 use std::collections::HashMap;
 use std::io::{self, Write};
 
@@ -107,6 +114,16 @@ impl Sink for Folder {
         let parent = self.lanes[lane].last().copied().unwrap_or(self.roots[lane]);
         let node = self.child(parent, frame.name);
         self.lanes[lane].push(node);
+        Ok(())
+    }
+
+    fn stack(&mut self, lane: usize, stack: &Stack, _t: u64) -> io::Result<()> {
+        let mut node = self.roots[lane];
+        for &name in stack.path {
+            node = self.child(node, name);
+        }
+        let value = &mut self.tree.value[node as usize];
+        *value = value.saturating_add(1);
         Ok(())
     }
 

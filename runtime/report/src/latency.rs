@@ -128,8 +128,11 @@ impl KeptChunks {
     ) -> Vec<Record> {
         self.chunks
             .sort_unstable_by_key(|&(w, tid, before, _)| (tid, before, w));
-        let mut out = Vec::new();
-        for &(number, tid, _, k) in &self.chunks {
+        // (thread, records before its chunk, place in the chunk): the same record in two windows'
+        // copies of one chunk has the same key (a later copy holds what an earlier one did, and
+        // more), so it is kept once, and the keys order a thread's records as it wrote them.
+        let mut keyed: Vec<((u32, u64, u32), Record)> = Vec::new();
+        for &(number, tid, before, k) in &self.chunks {
             let Some(w) = latency
                 .windows
                 .iter_mut()
@@ -144,21 +147,20 @@ impl KeptChunks {
                 continue;
             };
             let (from, to) = (w.window.from_tsc, w.window.to_tsc);
+            let mut nth = 0u32;
             let s = fmt::slot_records(base, slots, |r| {
                 if (from..=to).contains(&r.tsc) {
                     w.records += 1;
-                    out.push(r.record(tid));
+                    keyed.push(((tid, before, nth), r.record(tid)));
                 }
+                nth += 1;
             });
             stats.torn += s.torn;
             stats.bad += s.bad;
         }
-        // Windows that overlap hold some records twice: once is enough.
-        out.sort_by_key(|r| (r.tid, r.tsc));
-        out.dedup_by(|a, b| {
-            (a.tid, a.tsc, a.site, a.kind, a.arg) == (b.tid, b.tsc, b.site, b.kind, b.arg)
-        });
-        out
+        keyed.sort_by_key(|&(key, _)| key);
+        keyed.dedup_by_key(|&mut (key, _)| key);
+        keyed.into_iter().map(|(_, r)| r).collect()
     }
 }
 

@@ -206,6 +206,72 @@ mod tests {
     use bootprof_format::trace::RecordKind as K;
     use bootprof_format::Kind;
 
+    /// A stack recorded at a hit (FRAME records after it, innermost first) is shown under it by
+    /// the text report, as its own line by the folded stacks and as `args.stack` in Chrome JSON;
+    /// a FRAME record that follows no hit of its thread, time and site belongs to none.
+    #[test]
+    fn recorded_stacks_in_the_reports() {
+        let mut b = TraceBuilder::new(1, 1_000_000_000, 0);
+        let main = b.site(Kind::Fentry, "", "__fentry__", "main", 0x1000, 0);
+        let f = b.site(Kind::Fentry, "", "__fentry__", "f", 0x1100, 0);
+        let hit = b.site(Kind::Probe, "app", "hit", "f", 0x1120, 0x20);
+        b.thread(1, Some("t"));
+        b.record(1000, 1, K::Enter, main, 0);
+        b.record(2000, 1, K::Enter, f, 0x1045);
+        b.record(3000, 1, K::Event, hit, 7);
+        for address in [0x1120, 0x1045, 0x7f00_0000_1234] {
+            b.record(3000, 1, K::Frame, hit, address);
+        }
+        b.record(4000, 1, K::Frame, hit, 0x1120);
+        b.record(5000, 1, K::Event, hit, 8);
+        let trace = parse_trace(&b.bytes(), "t").unwrap();
+        let report = |format| {
+            let mut out = Vec::new();
+            write_report(&trace, format, &Options::default(), &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let text = report(Format::Text);
+        let body: Vec<&str> = text.lines().skip_while(|l| l.starts_with('#')).collect();
+        assert_eq!(
+            body,
+            [
+                "               t-1       [000]      0.000001: main",
+                "               t-1       [000]      0.000002: f <-main",
+                "               t-1       [000]      0.000003: EVENT app:hit arg=0x7",
+                "               t-1       [000]      0.000003: <stack trace>",
+                " => f+0x20",
+                " => main+0x45",
+                " => 0x7f0000001234",
+                "               t-1       [000]      0.000005: EVENT app:hit arg=0x8",
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            report(Format::Folded),
+            "t;main 1000\nt;main;f 3000\nt;main;f;app:hit 1\n"
+        );
+        let chrome = report(Format::Chrome);
+        assert!(
+            chrome.contains(
+                "{\"name\":\"app:hit\",\"cat\":\"stack\",\"ph\":\"i\",\"pid\":1,\"tid\":1,\
+                 \"ts\":3.000,\"s\":\"t\",\"args\":{\"stack\":[\"f+0x20\",\"main+0x45\",\
+                 \"0x7f0000001234\"]}}"
+            ),
+            "{chrome}"
+        );
+        assert_eq!(chrome.matches("\"cat\":\"stack\"").count(), 1);
+        // The flame chart: a column from main (the C library's frame below it left out) to the
+        // hit on top.
+        let svg = report(Format::Flamechart);
+        let column: Vec<&str> = (svg.split("<g class=\"f h\"><title>").skip(1))
+            .filter_map(|l| l.split(" (recorded stack of a hit at 0.003 ms)").next())
+            .collect();
+        assert_eq!(column, ["main", "f", "app:hit"], "{svg}");
+        for format in Format::ALL {
+            report(format);
+        }
+    }
+
     /// Times that do not fit in u64 nanoseconds (a TSC rate of 1 Hz, TSCs of 2^62): two threads
     /// of one name each run f inside f for the whole trace. The folded stacks, the points and
     /// the summary add up those times across frames and threads: the sums saturate, not wrap.

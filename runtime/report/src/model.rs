@@ -1,7 +1,8 @@
 //! What every format needs besides the records: takes a [`Trace`]; hands on interned names
 //! (one per site and record kind, by `bootprof_format::trace::display_name`), one lane per
 //! thread that has records (with its name and first record), times in nanoseconds since the
-//! trace start, the function containing an address, and the waits and their blame (found by [`crate::holds`]).
+//! trace start, the function containing an address, the call stacks recorded at hits (the
+//! FRAME records after them), and the waits and their blame (found by [`crate::holds`]).
 //!
 //! The trace starts at the header's start TSC, or at the first record if one is earlier.
 //! Nanoseconds are computed exactly from the TSC and its frequency, and saturate at `u64::MAX`
@@ -75,8 +76,16 @@ pub struct Model<'t> {
     /// Process, start address and name of every function that holds a site, sorted.
     functions: Vec<(usize, u64, NameId)>,
     no_site: NameId,
+    /// `[unknown]`: a frame of a recorded stack that no instrumented function holds.
+    unknown: NameId,
     mul: u64,
 }
+
+/// How far past the start of the nearest instrumented function below it an address of a recorded
+/// stack may lie and still be shown as in that function; beyond, it is unknown (the site table
+/// knows where functions start, not where they end: an address in a library or in a function
+/// without sites lies past the last known start).
+pub const FRAME_REACH: u64 = 64 << 10;
 
 /// One wait of one thread.
 #[derive(Debug, Clone)]
@@ -153,9 +162,11 @@ impl<'t> Model<'t> {
             has_exit: Vec::new(),
             functions: Vec::new(),
             no_site: 0,
+            unknown: 0,
             mul: 1_000_000_000,
         };
         m.no_site = m.intern("-");
+        m.unknown = m.intern("[unknown]");
         for site in &trace.sites {
             let (p, n, f) = (&*site.provider, &*site.name, &*site.function);
             let func = display_name(RecordKind::Enter, p, n, f).to_string();
@@ -330,6 +341,46 @@ impl<'t> Model<'t> {
         let i = i.checked_sub(1)?;
         let (q, start, name) = self.functions[i];
         (q == p).then_some((start, name))
+    }
+
+    /// The call stack recorded at record `i` (`bootprof run --stacktrace`): the FRAME records
+    /// right after it of its thread, time and site, innermost first (the site's address, then
+    /// return addresses). Empty for a record without one, and for a FRAME record itself.
+    pub fn stack_of(&self, i: usize) -> &'t [Record] {
+        let records = &self.trace.records;
+        let Some(r) = records.get(i).filter(|r| r.kind != RecordKind::Frame) else {
+            return &[];
+        };
+        let n = records[i + 1..]
+            .iter()
+            .take_while(|f| {
+                f.kind == RecordKind::Frame && (f.tid, f.tsc, f.site) == (r.tid, r.tsc, r.site)
+            })
+            .count();
+        &records[i + 1..i + 1 + n]
+    }
+
+    /// The instrumented function of `lane`'s process holding `address`, a frame of a recorded
+    /// stack, and its start: as [`Model::function_start_at`], but not more than [`FRAME_REACH`]
+    /// past the start.
+    pub fn frame_function(&self, lane: usize, address: u64) -> Option<(u64, NameId)> {
+        self.function_start_at(lane, address)
+            .filter(|&(start, _)| address - start < FRAME_REACH)
+    }
+
+    /// The name of a frame of a recorded stack in a flame graph: its function, or `[unknown]`.
+    pub fn frame_name(&self, lane: usize, address: u64) -> NameId {
+        self.frame_function(lane, address)
+            .map_or(self.unknown, |(_, name)| name)
+    }
+
+    /// A frame of a recorded stack as ftrace prints it: `function+0xOFFSET`, or the address in
+    /// hex when no instrumented function holds it.
+    pub fn frame_text(&self, lane: usize, address: u64) -> String {
+        match self.frame_function(lane, address) {
+            Some((start, name)) => format!("{}+{:#x}", self.text(name), address - start),
+            None => format!("{address:#x}"),
+        }
     }
 
     /// Whose trace this is, for a report's first line: `pid N`, or `session of N processes (root

@@ -1,10 +1,11 @@
 //! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
-//! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_MODE`, `BOOTPROF_KEEP`,
-//! `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_COUNT`), which every process of its tree that
-//! carries the runtime inherits, waits for it as the tree's subreaper (writing how each process it
-//! reaps ended into its lane), and hands on its exit code and the session (with `--count`, after
-//! printing the hit counts its processes wrote).
+//! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_STACKTRACE`,
+//! `BOOTPROF_MODE`, `BOOTPROF_KEEP`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_COUNT`,
+//! `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
+//! for it as the tree's subreaper (writing how each process it reaps ended into its lane), and
+//! hands on its exit code and the session (with `--count`, after printing the hit counts its
+//! processes wrote).
 
 use bootprof_format::lane::{field, End, Keep, SessionHeader};
 use bootprof_format::pattern::{self, Pattern};
@@ -63,6 +64,12 @@ pub struct RunOptions {
     /// (ftrace's set_ftrace_notrace). Repeatable.
     #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
     pub notrace: Vec<String>,
+    /// Patterns of sites whose every hit records its call stack (ftrace's stacktrace option):
+    /// the site's address and the return addresses of its callers, at most 64, unwound by
+    /// frame pointers (build with -fno-omit-frame-pointer). These sites are enabled too.
+    /// Repeatable.
+    #[arg(long = "stacktrace", value_name = "PATTERN")]
+    pub stacktrace: Vec<String>,
     /// How enabled sites fire.
     #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
@@ -110,6 +117,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     let RunOptions {
         enable,
         notrace,
+        stacktrace,
         mode,
         output,
         keep,
@@ -121,16 +129,18 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         count,
         command,
     } = options;
-    let mut enable = enable;
+    // The patterns of --latency: their sites are enabled too, and checked for matching none.
+    let mut latency_given: Vec<String> = Vec::new();
+    if let Some(spec) = &latency {
+        let (from, to) = latency_patterns(spec)?;
+        latency_given.push(from);
+        if latency_given[0] != to {
+            latency_given.push(to);
+        }
+    }
     let keep = match (&latency, keep) {
         (None, keep) => keep,
-        (Some(spec), KeepArg::Start | KeepArg::Last) => {
-            let (from, to) = latency_patterns(spec)?;
-            if !enable.is_empty() {
-                enable.extend([from, to]);
-            }
-            KeepArg::Last
-        }
+        (Some(_), KeepArg::Start | KeepArg::Last) => KeepArg::Last,
         (Some(_), KeepArg::All) => {
             return Err(
                 "--latency keeps each thread's last records (a flight recorder); it \
@@ -142,7 +152,12 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     let patterns = if enable.is_empty() {
         "*".to_string()
     } else {
-        enable.join(",")
+        enable
+            .iter()
+            .chain(&latency_given)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let dir =
         output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{}.session", std::process::id())));
@@ -158,6 +173,11 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         .env_remove("BOOTPROF_RECORD");
     if !notrace.is_empty() {
         cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
+    }
+    if stacktrace.is_empty() {
+        cmd.env_remove("BOOTPROF_STACKTRACE");
+    } else {
+        cmd.env("BOOTPROF_STACKTRACE", stacktrace.join(","));
     }
     if let Some(b) = buffer {
         cmd.env("BOOTPROF_BUFFER", b.to_string());
@@ -209,17 +229,13 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
-    // The patterns of --latency name sites too: checked even when every site is enabled.
-    let mut checked = enable.clone();
-    if let Some(spec) = &latency {
-        let (from, to) = latency_patterns(spec)?;
-        for list in [from, to] {
-            if !checked.contains(&list) {
-                checked.push(list);
-            }
-        }
-    }
-    for line in unmatched_patterns(&checked, &notrace, &dir, &command[0]) {
+    let given = [
+        ("-e", &enable),
+        ("-x", &notrace),
+        ("--stacktrace", &stacktrace),
+        ("--latency", &latency_given),
+    ];
+    for line in unmatched_patterns(&given, &dir, &command[0]) {
         eprintln!("bootprof: {line}");
     }
     if latency.is_some() && lanes > 0 {
@@ -609,15 +625,14 @@ fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
         .collect()
 }
 
-/// One line for each `-e`/`-x` pattern that matched none of the program's sites, with the
-/// nearest names; nothing when the sites cannot be read.
+/// One line for each pattern `given` with an option (`-e`, `-x`, `--stacktrace`) that matched
+/// none of the program's sites, with the nearest names; nothing when the sites cannot be read.
 fn unmatched_patterns(
-    enable: &[String],
-    notrace: &[String],
+    given: &[(&str, &Vec<String>)],
     trace: &Path,
     program: &OsStr,
 ) -> Vec<String> {
-    if enable.is_empty() && notrace.is_empty() {
+    if given.iter().all(|(_, texts)| texts.is_empty()) {
         return Vec::new();
     }
     let sites = site_names(trace, program);
@@ -625,8 +640,8 @@ fn unmatched_patterns(
         return Vec::new();
     }
     let mut lines = Vec::new();
-    for (option, texts) in [("-e", enable), ("-x", notrace)] {
-        for text in texts {
+    for &(option, texts) in given {
+        for text in texts.iter() {
             // A pattern that does not parse is the runtime's to report.
             let Ok(patterns) = pattern::parse_list(text) else {
                 continue;

@@ -16,6 +16,12 @@
 //! records show their kind and name: `EXIT f`, `EVENT app:start arg=0x7`, `WAIT root`,
 //! `UNWAIT root`, `HOLD root`, `RELEASE root`, `THREAD worker`.
 //!
+//! A record whose call stack was recorded (`bootprof run --stacktrace`) is followed, as in
+//! ftrace's `stacktrace` option, by a `<stack trace>` line with the same context, then one line
+//! per frame, innermost first: ` => function+0xOFFSET` (the site, then return addresses), the
+//! address in hex when no instrumented function holds it (with `sym-addr`, ` <0xADDRESS>` after
+//! the name). `raw` and `hex` show the FRAME records as they are instead.
+//!
 //! A session of several processes adds a TGID column (the process id, as ftrace's `record-tgid`
 //! option does), a header line per process (its parent, how it ended, its records and losses)
 //! and a `PROCESS END` line where each process ended (`exit 0`, `killed by SIGSEGV`, ...); a
@@ -160,7 +166,8 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
     let mut stacks: Vec<Vec<NameId>> = vec![Vec::new(); m.lanes.len()];
     let mut last_tid = None;
     let mut lane = 0;
-    for r in &m.trace.records {
+    let numbers = options.raw || options.hex;
+    for (i, r) in m.trace.records.iter().enumerate() {
         if last_tid != Some(r.tid) {
             lane = m.lane(r.tid);
             last_tid = Some(r.tid);
@@ -168,17 +175,25 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
         while let Some((t, task, what)) = ends.next_if(|e| e.0 < r.tsc) {
             end_line(out, m.ns(t), &task, &what)?;
         }
-        if options.context_info {
-            let ns = m.ns(r.tsc);
-            write!(
-                out,
-                "{} [000] {:>6}.{:06}: ",
-                tasks[lane],
-                ns / 1_000_000_000,
-                ns % 1_000_000_000 / 1000
-            )?;
+        if r.kind == RecordKind::Frame && !numbers {
+            // Shown under its hit (or, without one, not at all).
+            continue;
         }
-        if options.raw || options.hex {
+        let context = |out: &mut Vec<u8>| -> io::Result<()> {
+            if options.context_info {
+                let ns = m.ns(r.tsc);
+                write!(
+                    out,
+                    "{} [000] {:>6}.{:06}: ",
+                    tasks[lane],
+                    ns / 1_000_000_000,
+                    ns % 1_000_000_000 / 1000
+                )?;
+            }
+            Ok(())
+        };
+        context(out)?;
+        if numbers {
             let (kind, site) = (r.kind as u8, r.site);
             if options.hex {
                 writeln!(out, "{kind:x} {site:x} {:x}", r.arg)?;
@@ -187,6 +202,18 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
             }
         } else {
             record_text(m, options, out, lane, r, &mut stacks[lane])?;
+            let frames = m.stack_of(i);
+            if !frames.is_empty() {
+                context(out)?;
+                out.write_all(b"<stack trace>\n")?;
+                for f in frames {
+                    write!(out, " => {}", m.frame_text(lane, f.arg))?;
+                    if options.sym_addr {
+                        write!(out, " <{:#x}>", f.arg)?;
+                    }
+                    out.write_all(b"\n")?;
+                }
+            }
         }
         if out.len() >= FLUSH_AT {
             dest.write_all(&out[..])?;

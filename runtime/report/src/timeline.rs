@@ -12,6 +12,9 @@
 //!   `wait:<what>` frame is replaced by `wait:<what> (blamed on H)` and H's stack is copied on
 //!   top of it; every push and pop on H is repeated on W (and on whoever is blamed on W), as a
 //!   frame marked `mirrored`. A record of W's own that changes its stack ends the blame first.
+//! * A record whose call stack was recorded (`bootprof run --stacktrace`) is handed to
+//!   [`Sink::stack`] first, with the stack's frames named outermost first (the thread's own
+//!   stack of frames is left as the records build it). FRAME records are not walked otherwise.
 //! * Frames still open when the records end close where their thread's process ended (a
 //!   session's), else at the last record's time ([`Closed::End`]).
 //!   Stacks deeper than [`MAX_DEPTH`] are not followed further (the frames are counted, not
@@ -61,6 +64,21 @@ pub enum Closed {
     End,
 }
 
+/// A call stack recorded at a hit (`bootprof run --stacktrace`).
+#[derive(Debug, Clone, Copy)]
+pub struct Stack<'a> {
+    /// The hit's record.
+    pub record: &'a Record,
+    /// Its FRAME records, innermost first: the site's address, then return addresses.
+    pub frames: &'a [Record],
+    /// The path a flame graph shows: the frames' functions outermost first (`[unknown]` where no
+    /// instrumented function holds the address), then the hit's own name unless it is an ENTER
+    /// or EXIT (whose name is the innermost function already). The frames outside the outermost
+    /// one an instrumented function holds (the C library's start-up code, mostly) are left
+    /// out, so the path starts where the thread's own frames do.
+    pub path: &'a [NameId],
+}
+
 /// Receives the frames as they open and close. `below` is the stack under the frame (its
 /// length is the frame's depth).
 pub trait Sink {
@@ -77,6 +95,10 @@ pub trait Sink {
         end: u64,
         how: Closed,
     ) -> io::Result<()>;
+    /// A record with a recorded call stack, at `t` (before the record itself is walked).
+    fn stack(&mut self, _lane: usize, _stack: &Stack, _t: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// A record that is not about the stack (EVENT, HOLD, RELEASE, THREAD) at `t`.
     fn instant(
         &mut self,
@@ -110,6 +132,8 @@ struct Walker<'a, 'm, S: Sink> {
     model: &'a Model<'m>,
     lanes: Vec<LaneState>,
     sink: &'a mut S,
+    /// The path of the last recorded stack (reused).
+    path: Vec<NameId>,
 }
 
 /// Walks `model`'s records, feeding `sink`.
@@ -121,6 +145,7 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
             .map(|_| LaneState::default())
             .collect(),
         sink,
+        path: Vec::new(),
     };
     // Blame starts (after a record) and ends (before one), by record index.
     let mut starts: Vec<(usize, usize)> = (model.holds.blames.iter().enumerate())
@@ -157,8 +182,10 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
                     .find(|&&(_, b)| model.holds.blames[b].waiter == lane)
             })
             .flatten();
+        w.stack(lane, i, t)?;
         match at_wait {
             Some(&(_, b)) => w.start_blame(b, t, true)?,
+            None if r.kind == RecordKind::Frame => {}
             None => w.record(lane, r, t)?,
         }
         while next_start < starts.len() && starts[next_start].0 == i {
@@ -185,6 +212,33 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
 }
 
 impl<S: Sink> Walker<'_, '_, S> {
+    /// Hands the call stack recorded at record `i` to the sink, if it has one.
+    fn stack(&mut self, lane: usize, i: usize, t: u64) -> io::Result<()> {
+        let m = self.model;
+        let frames = m.stack_of(i);
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let record = &m.trace.records[i];
+        // Outermost first, from the outermost frame an instrumented function holds (or all of
+        // them, when none does).
+        let outermost = (frames.iter())
+            .rposition(|f| m.frame_function(lane, f.arg).is_some())
+            .unwrap_or(frames.len() - 1);
+        self.path.clear();
+        let names = frames[..=outermost].iter().rev();
+        self.path.extend(names.map(|f| m.frame_name(lane, f.arg)));
+        if !matches!(record.kind, RecordKind::Enter | RecordKind::Exit) {
+            self.path.push(m.name(record));
+        }
+        let stack = Stack {
+            record,
+            frames,
+            path: &self.path,
+        };
+        self.sink.stack(lane, &stack, t)
+    }
+
     fn record(&mut self, lane: usize, r: &Record, t: u64) -> io::Result<()> {
         let m = self.model;
         let changes_stack = matches!(
