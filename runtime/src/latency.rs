@@ -29,7 +29,7 @@ use bootprof_format::latency::{self as fmt, word};
 use bootprof_format::pattern::{self, Pattern};
 use bootprof_format::trace::RecordKind;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// A site's role: it opens intervals.
@@ -58,11 +58,25 @@ static AREA: AtomicU64 = AtomicU64::new(0);
 static THRESHOLD: AtomicU64 = AtomicU64::new(0);
 /// The window lock (a flag: the copy may run in a signal handler).
 static LOCKED: AtomicBool = AtomicBool::new(false);
+/// Windows kept now, and the descriptor the next one goes into (under the window lock).
+static KEPT_NOW: AtomicU64 = AtomicU64::new(0);
+static FREE_DESCRIPTOR: AtomicUsize = AtomicUsize::new(0);
 /// Number of the last window kept.
 static NUMBER: AtomicU64 = AtomicU64::new(0);
 /// Free chunk ranges (first, count; count 0 = unused slot), under the window lock.
 static FREE: [(AtomicU64, AtomicU64); FREE_RANGES] =
     [const { (AtomicU64::new(0), AtomicU64::new(0)) }; FREE_RANGES];
+
+/// Rings the window copies read (more threads than this: the whole lane is scanned).
+const RINGS: usize = 256;
+/// Each thread's ring: first chunk, chunks, chunks taken so far (published by its owner at each
+/// chunk it takes, so a copy can walk back from the newest instead of scanning the lane).
+static RING_TABLE: [(AtomicU64, AtomicU64, AtomicU64); RINGS] =
+    [const { (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)) }; RINGS];
+/// Rings in the table.
+static RING_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// A ring did not fit in the table.
+static RINGS_LOST: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Open intervals: how many, and of each the TSC of its FROM record and of its start.
@@ -157,6 +171,10 @@ pub(crate) fn setup() -> bool {
         first.store(0, Ordering::Relaxed);
         n.store(0, Ordering::Relaxed);
     }
+    KEPT_NOW.store(0, Ordering::Relaxed);
+    FREE_DESCRIPTOR.store(0, Ordering::Relaxed);
+    RING_COUNT.store(0, Ordering::Relaxed);
+    RINGS_LOST.store(false, Ordering::Relaxed);
     if !buffer::in_session() {
         note("BOOTPROF_LATENCY needs a session (bootprof run --latency); nothing measured");
         return false;
@@ -196,6 +214,29 @@ pub(crate) fn setup() -> bool {
     }
     AREA.store(k + 1, Ordering::Release);
     true
+}
+
+/// Notes a thread's new ring of `len` chunks from `first` (when intervals are measured); its
+/// place in the table, for [`ring_taken`].
+pub(crate) fn ring_made(first: u64, len: u64) -> Option<usize> {
+    if !wanted() {
+        return None;
+    }
+    let slot = RING_COUNT.fetch_add(1, Ordering::AcqRel);
+    let Some((f, l, taken)) = RING_TABLE.get(slot) else {
+        RINGS_LOST.store(true, Ordering::Release);
+        return None;
+    };
+    taken.store(0, Ordering::Relaxed);
+    f.store(first, Ordering::Relaxed);
+    l.store(len, Ordering::Release);
+    Some(slot)
+}
+
+/// The ring in `slot` has taken `taken` chunks (its newest is `taken - 1`, modulo its length).
+#[inline]
+pub(crate) fn ring_taken(slot: usize, taken: u64) {
+    RING_TABLE[slot].2.store(taken, Ordering::Release);
 }
 
 /// The area's word `i`.
@@ -286,10 +327,10 @@ fn keep_window(area: u64, (from, start): (u64, u64), to: u64, tid: u32) {
     if threshold != 0 && ticks <= threshold {
         return;
     }
-    let Some(free) = (0..=limit).find(|&i| window_word(area, i, 0).load(Ordering::Relaxed) == 0)
-    else {
+    let free = FREE_DESCRIPTOR.load(Ordering::Relaxed);
+    if free > limit || window_word(area, free, 0).load(Ordering::Relaxed) != 0 {
         return;
-    };
+    }
     let (wanted, ring_short) = scan(from, to, |_| {});
     let Some(first) = take_chunks(wanted) else {
         area_word(area, word::NO_ROOM).fetch_add(1, Ordering::Relaxed);
@@ -329,50 +370,96 @@ fn keep_window(area: u64, (from, start): (u64, u64), to: u64, tid: u32) {
     // Last: the descriptor is whole.
     d(0).store(number, Ordering::Release);
     area_word(area, word::KEPT).fetch_add(1, Ordering::Relaxed);
-    settle(area, limit);
+    settle(area, limit, free);
 }
 
 /// After a window was added: frees the shortest kept one if N + 1 are kept, and sets the
 /// threshold a new interval has to pass (0 while fewer than N are kept).
-fn settle(area: u64, limit: usize) {
+fn settle(area: u64, limit: usize, added: usize) {
+    let kept = KEPT_NOW.fetch_add(1, Ordering::Relaxed) as usize + 1;
+    if kept <= limit {
+        // Descriptors fill in order until N are kept; the last one stays free.
+        FREE_DESCRIPTOR.store(added + 1, Ordering::Relaxed);
+        if kept < limit {
+            return;
+        }
+    }
+    // N or N + 1 kept: the shortest is freed if N + 1, and sets the threshold.
     let ticks = |i: usize| {
         let d = |k| window_word(area, i, k).load(Ordering::Relaxed);
         d(3).saturating_sub(d(7))
     };
-    let kept: usize = (0..=limit)
-        .filter(|&i| window_word(area, i, 0).load(Ordering::Relaxed) != 0)
-        .count();
-    let shortest = (0..=limit)
-        .filter(|&i| window_word(area, i, 0).load(Ordering::Relaxed) != 0)
-        .min_by_key(|&i| ticks(i));
-    if let (true, Some(i)) = (kept > limit, shortest) {
-        let first = window_word(area, i, 4).load(Ordering::Relaxed);
-        let n = window_word(area, i, 5).load(Ordering::Relaxed);
-        // The descriptor first: a reader (or a crash) never sees a window whose chunks are gone.
-        window_word(area, i, 0).store(0, Ordering::Release);
-        buffer::punch(first, n);
-        give_back(first, n);
+    let live = |i: &usize| window_word(area, *i, 0).load(Ordering::Relaxed) != 0;
+    if kept > limit {
+        if let Some(i) = (0..=limit).filter(live).min_by_key(|&i| ticks(i)) {
+            let first = window_word(area, i, 4).load(Ordering::Relaxed);
+            let n = window_word(area, i, 5).load(Ordering::Relaxed);
+            // The descriptor first: a reader (or a crash) never sees a window whose chunks are
+            // gone.
+            window_word(area, i, 0).store(0, Ordering::Release);
+            buffer::punch(first, n);
+            give_back(first, n);
+            FREE_DESCRIPTOR.store(i, Ordering::Relaxed);
+            KEPT_NOW.fetch_sub(1, Ordering::Relaxed);
+        }
     }
-    let threshold = if kept >= limit {
-        (0..=limit)
-            .filter(|&i| window_word(area, i, 0).load(Ordering::Relaxed) != 0)
-            .map(ticks)
-            .min()
-            .unwrap_or(0)
-    } else {
-        0
-    };
+    let threshold = (0..=limit).filter(live).map(ticks).min().unwrap_or(0);
     THRESHOLD.store(threshold, Ordering::Relaxed);
 }
 
-/// Threads whose rings a window's scan follows (more are copied, but not checked for what
+/// Calls `each` with every data chunk of the process whose records may overlap `from..=to`;
+/// returns how many, and whether some thread's ring no longer reaches back to `from`. Walks each
+/// thread's ring back from its newest chunk to the one that holds `from`, so a copy costs what
+/// the window holds, not what the lane does; with more threads than the ring table holds, scans
+/// the whole lane.
+fn scan(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool) {
+    let rings = RING_COUNT.load(Ordering::Acquire);
+    if RINGS_LOST.load(Ordering::Acquire) || rings > RINGS {
+        return scan_lane(from, to, each);
+    }
+    let (mut count, mut short) = (0, false);
+    for (first, len, taken) in &RING_TABLE[..rings] {
+        let len = len.load(Ordering::Acquire);
+        let (first, taken) = (first.load(Ordering::Relaxed), taken.load(Ordering::Acquire));
+        if len == 0 || taken == 0 {
+            continue;
+        }
+        let (mut inside, mut reached) = (false, false);
+        for j in (taken.saturating_sub(len)..taken).rev() {
+            let c = buffer::chunk(first + j % len);
+            if (header_word(c, 3) >> 56) as u8 != lane::CHUNK_DATA {
+                continue;
+            }
+            let base = header_word(c, 0);
+            if base > to {
+                continue;
+            }
+            // SAFETY: a chunk of the mapping.
+            let bytes = unsafe { std::slice::from_raw_parts(c, CHUNK_SIZE) };
+            let last = last_tsc(bytes, base);
+            if last.is_some_and(|last| last >= from) {
+                inside = true;
+                count += 1;
+                each(c);
+            }
+            // The newest chunk may be in the middle of being taken again: never the end.
+            if base <= from && j + 1 < taken {
+                reached = true;
+                break;
+            }
+        }
+        // A ring that never wrapped starts at the thread's first record: nothing overwritten.
+        short |= inside && !reached && taken > len;
+    }
+    (count, short)
+}
+
+/// Threads whose rings a whole-lane scan follows (more are copied, but not checked for what
 /// their rings lost).
 const SCAN_THREADS: usize = 128;
 
-/// Calls `each` with every data chunk of the lane whose records may overlap `from..=to`; returns
-/// how many, and whether some thread's ring no longer reaches back to `from` (its oldest chunk
-/// starts later and is not its first: records of the window were overwritten).
-fn scan(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool) {
+/// [`scan`] over every chunk of the lane.
+fn scan_lane(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool) {
     let used = buffer::used();
     let chunks = &used[lane::LANE_HEADER_SIZE..];
     let mut count = 0;

@@ -65,6 +65,8 @@ thread_local! {
     static CHUNK_START: Cell<usize> = const { Cell::new(0) };
     /// Keep-last: this thread's ring (first chunk, chunks, chunks taken so far); 0 chunks = none yet.
     static RING: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+    /// Keep-last: this thread's ring's place in the table worst-interval tracing reads.
+    static RING_SLOT: Cell<Option<usize>> = const { Cell::new(None) };
     /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
     static STACK: Cell<usize> = const { Cell::new(0) };
     static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = const { [const { Cell::new((0, 0)) }; STACK_DEPTH] };
@@ -330,6 +332,7 @@ fn ring_chunk() -> Option<u64> {
         // last `capacity` records are always kept.
         len = buffer::word(field::LIMIT_CHUNKS).load(Ordering::Relaxed) + 1;
         first = buffer::claim(len)?;
+        RING_SLOT.with(|r| r.set(crate::latency::ring_made(first, len)));
     }
     let k = first + taken % len;
     if taken >= len {
@@ -337,6 +340,9 @@ fn ring_chunk() -> Option<u64> {
         unsafe { std::ptr::write_bytes(buffer::chunk(k), 0, CHUNK_SIZE) };
     }
     RING.with(|r| r.set((first, len, taken + 1)));
+    if let Some(slot) = RING_SLOT.with(Cell::get) {
+        crate::latency::ring_taken(slot, taken + 1);
+    }
     Some(k)
 }
 
@@ -361,6 +367,7 @@ fn forget_cursor() {
     CURSOR.with(|c| c.set((0, 0, 0)));
     BEFORE.with(|b| b.set(0));
     RING.with(|r| r.set((0, 0, 0)));
+    RING_SLOT.with(|r| r.set(None));
     DATA_CHUNKS.store(0, Ordering::Relaxed);
     THREADS.store(0, Ordering::Relaxed);
     FULL.store(false, Ordering::Relaxed);
