@@ -186,7 +186,7 @@ pub(crate) fn setup() -> bool {
     };
     let p = buffer::chunk(k);
     let hz = if c.bound_ns > 0 {
-        crate::recorder::quick_tsc_hz()
+        crate::clock::quick_tsc_hz()
     } else {
         0
     };

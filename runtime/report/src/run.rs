@@ -114,31 +114,16 @@ pub struct RunOptions {
 /// Runs the program in a new session and waits for it; returns its exit code (a shell's: 128 +
 /// signal when killed). A session without any process in it is reported on stderr.
 pub fn run(options: RunOptions) -> Result<i32, String> {
-    let RunOptions {
-        enable,
-        notrace,
-        stacktrace,
-        mode,
-        output,
-        keep,
-        buffer,
-        points,
-        latency,
-        latency_min,
-        latency_windows,
-        count,
-        command,
-    } = options;
     // The patterns of --latency: their sites are enabled too, and checked for matching none.
     let mut latency_given: Vec<String> = Vec::new();
-    if let Some(spec) = &latency {
+    if let Some(spec) = &options.latency {
         let (from, to) = latency_patterns(spec)?;
         latency_given.push(from);
         if latency_given[0] != to {
             latency_given.push(to);
         }
     }
-    let keep = match (&latency, keep) {
+    let keep = match (&options.latency, options.keep) {
         (None, keep) => keep,
         (Some(_), KeepArg::Start | KeepArg::Last) => KeepArg::Last,
         (Some(_), KeepArg::All) => {
@@ -149,59 +134,41 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             )
         }
     };
-    let patterns = if enable.is_empty() {
+    let patterns = if options.enable.is_empty() {
         "*".to_string()
     } else {
-        enable
+        options
+            .enable
             .iter()
             .chain(&latency_given)
             .cloned()
             .collect::<Vec<_>>()
             .join(",")
     };
-    let dir =
-        output.unwrap_or_else(|| PathBuf::from(format!("bootprof.{}.session", std::process::id())));
+    let dir = options
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bootprof.{}.session", std::process::id())));
     let mut session = Session::create(&dir, keep.keep())?;
-    let mut cmd = std::process::Command::new(&command[0]);
-    cmd.args(&command[1..])
+    let mut cmd = std::process::Command::new(&options.command[0]);
+    cmd.args(&options.command[1..])
         .env("BOOTPROF_SESSION", &session.dir)
         .env("BOOTPROF_ENABLE", patterns)
-        .env("BOOTPROF_MODE", mode.name())
+        .env("BOOTPROF_MODE", options.mode.name())
         .env("BOOTPROF_KEEP", keep.keep().name())
         // One process's trace file is not what a session is: every process writes its lane.
         .env_remove("BOOTPROF_OUTPUT")
         .env_remove("BOOTPROF_RECORD");
-    if !notrace.is_empty() {
-        cmd.env("BOOTPROF_NOTRACE", notrace.join(","));
-    }
-    if stacktrace.is_empty() {
-        cmd.env_remove("BOOTPROF_STACKTRACE");
-    } else {
-        cmd.env("BOOTPROF_STACKTRACE", stacktrace.join(","));
-    }
-    if let Some(b) = buffer {
-        cmd.env("BOOTPROF_BUFFER", b.to_string());
-    }
-    if points {
-        cmd.env("BOOTPROF_POINTS", "1");
-    }
-    if let Some(spec) = &latency {
-        cmd.env("BOOTPROF_LATENCY", spec);
-        let windows = latency_windows.unwrap_or(if latency_min.is_some() { 100 } else { 1 });
-        cmd.env("BOOTPROF_LATENCY_WINDOWS", windows.to_string());
-        match latency_min {
-            Some(ns) => cmd.env("BOOTPROF_LATENCY_MIN", ns.to_string()),
-            None => cmd.env_remove("BOOTPROF_LATENCY_MIN"),
-        };
-    } else {
-        cmd.env_remove("BOOTPROF_LATENCY");
-    }
-    if count {
-        cmd.env("BOOTPROF_COUNT", "1");
-    } else {
-        // An inherited BOOTPROF_COUNT=1 would record nothing.
-        cmd.env_remove("BOOTPROF_COUNT");
-    }
+    optional_environment(&mut cmd, &options);
+    let RunOptions {
+        enable,
+        notrace,
+        stacktrace,
+        latency,
+        count,
+        command,
+        ..
+    } = options;
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
@@ -247,6 +214,47 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         Status::Exit(code) => code,
         Status::Signal(sig) => 128 + sig,
     })
+}
+
+/// The runtime's environment for what `options` asks beyond the sites and the mode: each
+/// variable set, or removed so that an inherited one does not change the run.
+fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
+    let set = |cmd: &mut std::process::Command, name: &str, value: Option<String>| {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    };
+    let list = |l: &[String]| (!l.is_empty()).then(|| l.join(","));
+    set(cmd, "BOOTPROF_NOTRACE", list(&options.notrace));
+    set(cmd, "BOOTPROF_STACKTRACE", list(&options.stacktrace));
+    set(
+        cmd,
+        "BOOTPROF_BUFFER",
+        options.buffer.map(|b| b.to_string()),
+    );
+    set(cmd, "BOOTPROF_POINTS", options.points.then(|| "1".into()));
+    let latency = options.latency.is_some();
+    let windows = options
+        .latency_windows
+        .unwrap_or(if options.latency_min.is_some() {
+            100
+        } else {
+            1
+        });
+    set(cmd, "BOOTPROF_LATENCY", options.latency.clone());
+    set(
+        cmd,
+        "BOOTPROF_LATENCY_WINDOWS",
+        latency.then(|| windows.to_string()),
+    );
+    set(
+        cmd,
+        "BOOTPROF_LATENCY_MIN",
+        options.latency_min.map(|ns| ns.to_string()),
+    );
+    // An inherited BOOTPROF_COUNT=1 would record nothing.
+    set(cmd, "BOOTPROF_COUNT", options.count.then(|| "1".into()));
 }
 
 /// The FROM and TO pattern lists of `--latency FROM..TO` (one list alone is both), checked.
