@@ -26,6 +26,7 @@ pub mod flamechart;
 pub mod folded;
 pub mod holds;
 pub mod input;
+pub mod intervals;
 pub mod latency;
 pub mod list;
 pub mod model;

@@ -37,7 +37,7 @@ pub struct Process {
     /// Bytes of chunks it claimed that its lane file does not hold (the file was cut short).
     pub cut_bytes: u64,
     /// The intervals it measured and the windows it kept (`bootprof run --latency`).
-    pub latency: Option<crate::latency::Latency>,
+    pub latency: Option<crate::intervals::Latency>,
     /// The hit counts it wrote, if it counted hits (`bootprof run --count`).
     pub counts: Counts,
 }

@@ -327,7 +327,7 @@ fn latency_lines(dir: &Path) -> Vec<String> {
                     "{}: {} intervals, the longest {}, {} kept",
                     p.label(),
                     l.count,
-                    crate::latency::duration(l.max as f64 * 1e9 / hz),
+                    crate::intervals::duration(l.max as f64 * 1e9 / hz),
                     match l.windows.len() {
                         1 => "its window".to_string(),
                         n => format!("{n} windows"),

@@ -9,7 +9,7 @@
 //! the other processes are still read.
 
 use crate::error::{Error, Location, Result};
-use crate::latency::{KeptChunks, Latency};
+use crate::intervals::{KeptChunks, Latency};
 pub use crate::process::{signal_name, Counts, Ending, Process};
 use crate::trace::{Trace, TraceSite};
 use bootprof_format::lane::{

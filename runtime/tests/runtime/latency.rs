@@ -2,7 +2,7 @@
 //! runs requests between two probes while a second thread hits a probe of its own.
 
 use super::*;
-use bootprof_report::latency::Latency;
+use bootprof_report::intervals::Latency;
 use bootprof_report::Trace;
 
 /// `bootprof run -o DIR ARGS... -- COMMAND...` in `w`; the session read back, and the output.
