@@ -14,7 +14,7 @@
 //! thread needs it first while the others wait a few microseconds for it (a thread cannot wait on
 //! itself: the dispatcher never re-enters the recorder on one thread).
 
-use crate::clock::{monotonic_ns, rdtsc};
+use crate::clock::{monotonic_ns, rdtsc, realtime_ns};
 use bootprof_format::lane::{self as fmt, field, Keep, CHUNK_SIZE, LANE_HEADER_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
@@ -546,16 +546,6 @@ fn readlink(path: &[u8], out: &mut [u8]) -> usize {
     // SAFETY: a NUL-terminated path; writes at most out.len() bytes into our buffer.
     let n = unsafe { libc::readlink(path.as_ptr().cast(), out.as_mut_ptr().cast(), out.len()) };
     n.max(0) as usize
-}
-
-fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// In a fork child: a lane file of its own (the parent's mapping is shared and stays the

@@ -26,7 +26,7 @@
 //!   recording and the dump.
 
 use crate::buffer;
-use crate::clock::{monotonic_ns, rdtsc};
+use crate::clock::{now, rdtsc};
 use crate::counts;
 use crate::note::{note, note_raw};
 pub use crate::site::Point;
@@ -408,18 +408,13 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
 /// TSC ticks per second, measured between the start of recording and now (at least 5 ms, so the
 /// clock's jitter of a microsecond or two stays under 0.05%).
 pub fn tsc_hz() -> u64 {
-    let start = recording_start().unwrap_or_else(clocks);
+    let start = recording_start().unwrap_or_else(now);
     loop {
-        if let Some(hz) = hz_between(start, clocks()) {
+        if let Some(hz) = hz_between(start, now()) {
             return hz;
         }
         std::hint::spin_loop();
     }
-}
-
-/// The TSC and `CLOCK_MONOTONIC` now.
-fn clocks() -> (u64, u64) {
-    (rdtsc(), monotonic_ns())
 }
 
 /// The TSC and the monotonic clock when recording started (this process's lane was made), if it
@@ -434,11 +429,10 @@ fn recording_start() -> Option<(u64, u64)> {
     })
 }
 
-/// TSC ticks per second between two readings of [`clocks`], if they lie at least 5 ms apart (so
+/// TSC ticks per second between two readings of [`now`], if they lie at least 5 ms apart (so
 /// the clock's jitter of a microsecond or two stays under 0.05%).
-fn hz_between((t0, n0): (u64, u64), (t1, n1): (u64, u64)) -> Option<u64> {
-    (n1.saturating_sub(n0) >= 5_000_000)
-        .then(|| (t1.wrapping_sub(t0) as u128 * 1_000_000_000 / u128::from(n1 - n0)) as u64)
+fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
+    crate::clock::hz_between(start, end, 5_000_000)
 }
 
 /// One line per profile point that was hit: name, count, total ms, average, min and max ns.
@@ -846,7 +840,7 @@ fn install_process_hooks() {
 /// The TSC frequency if recording has run long enough to measure it without waiting, else 0.
 fn measured_hz() -> u64 {
     recording_start()
-        .and_then(|start| hz_between(start, clocks()))
+        .and_then(|start| hz_between(start, now()))
         .unwrap_or(0)
 }
 
