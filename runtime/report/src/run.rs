@@ -7,6 +7,7 @@
 //! hands on its exit code and the session (with `--count`, after printing the hit counts its
 //! processes wrote).
 
+use crate::Trace;
 use bootprof_format::lane::{field, End, Keep, SessionHeader};
 use bootprof_format::pattern::{self, Pattern};
 use bootprof_format::Kind;
@@ -180,6 +181,16 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     let status = session.wait_for(root);
     session.finish(status);
     let lanes = session.lanes();
+    let given = [
+        ("-e", &enable),
+        ("-x", &notrace),
+        ("--stacktrace", &stacktrace),
+        ("--latency", &latency_given),
+    ];
+    // The session, read once for all that is said of it below (and only if something is).
+    let wanted = count || latency.is_some() || given.iter().any(|(_, texts)| !texts.is_empty());
+    let read = (lanes > 0 && wanted).then(|| crate::session::read_session(&dir));
+    let trace = read.as_ref().and_then(|r| r.as_ref().ok());
     if lanes == 0 {
         eprintln!(
             "bootprof: no process recorded into the session {}: {}",
@@ -187,7 +198,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             why_no_trace(&command[0], status)
         );
     } else if count {
-        print_counts(&dir, lanes);
+        print_counts(&dir, lanes, read.as_ref());
     } else {
         eprintln!(
             "bootprof: session {} ({lanes} process{} recorded); read it with `bootprof report {}`",
@@ -196,17 +207,11 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
-    let given = [
-        ("-e", &enable),
-        ("-x", &notrace),
-        ("--stacktrace", &stacktrace),
-        ("--latency", &latency_given),
-    ];
-    for line in unmatched_patterns(&given, &dir, &command[0]) {
+    for line in unmatched_patterns(&given, trace, &command[0]) {
         eprintln!("bootprof: {line}");
     }
-    if latency.is_some() && lanes > 0 {
-        for line in latency_lines(&dir) {
+    if let (true, Some(trace)) = (latency.is_some(), trace) {
+        for line in latency_lines(&dir, trace) {
             eprintln!("bootprof: {line}");
         }
     }
@@ -305,10 +310,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 }
 
 /// One line per process that measured intervals: how many, and the longest.
-fn latency_lines(dir: &Path) -> Vec<String> {
-    let Ok(trace) = crate::session::read_session(dir) else {
-        return Vec::new();
-    };
+fn latency_lines(dir: &Path, trace: &Trace) -> Vec<String> {
     let hz = trace.header.tsc_hz.max(1) as f64;
     let mut lines: Vec<String> = trace
         .processes
@@ -345,16 +347,17 @@ fn latency_lines(dir: &Path) -> Vec<String> {
 
 /// Prints the hit counts the `lanes` processes of the session `dir` wrote, to stderr (the
 /// program's stdout stays its own).
-fn print_counts(dir: &Path, lanes: usize) {
-    match crate::session::read_session(dir) {
-        Ok(trace) => eprint!(
+fn print_counts(dir: &Path, lanes: usize, read: Option<&crate::Result<Trace>>) {
+    match read {
+        Some(Ok(trace)) => eprint!(
             "bootprof: hit counts of {lanes} process{} (again: `bootprof report --format counts \
              {}`):\n{}",
             if lanes == 1 { "" } else { "es" },
             dir.display(),
-            crate::counts::text(&trace)
+            crate::counts::text(trace)
         ),
-        Err(e) => eprintln!("bootprof: cannot read the counts: {e}"),
+        Some(Err(e)) => eprintln!("bootprof: cannot read the counts: {e}"),
+        None => {}
     }
 }
 
@@ -599,7 +602,7 @@ impl SiteName {
 
 /// The sites the patterns were applied to: those of the trace (every object that registered,
 /// shared libraries included), or, without a trace, those of the program's own table.
-fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
+fn site_names(trace: Option<&Trace>, program: &OsStr) -> Vec<SiteName> {
     let name = |kind: Kind, provider: &str, name: &str, function: &str| SiteName {
         name: if kind.is_hook() {
             function.to_string()
@@ -608,7 +611,7 @@ fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
         },
         function: (provider == "bootprof").then(|| function.to_string()),
     };
-    if let Ok(t) = crate::input::read_trace(trace) {
+    if let Some(t) = trace {
         return t
             .sites
             .iter()
@@ -637,7 +640,7 @@ fn site_names(trace: &Path, program: &OsStr) -> Vec<SiteName> {
 /// none of the program's sites, with the nearest names; nothing when the sites cannot be read.
 fn unmatched_patterns(
     given: &[(&str, &Vec<String>)],
-    trace: &Path,
+    trace: Option<&Trace>,
     program: &OsStr,
 ) -> Vec<String> {
     if given.iter().all(|(_, texts)| texts.is_empty()) {
