@@ -427,10 +427,10 @@ fn scan(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool) {
         let (mut inside, mut reached) = (false, false);
         for j in (taken.saturating_sub(len)..taken).rev() {
             let c = buffer::chunk(first + j % len);
-            if (header_word(c, 3) >> 56) as u8 != lane::CHUNK_DATA {
+            if (shared_word(c, 3) >> 56) as u8 != lane::CHUNK_DATA {
                 continue;
             }
-            let base = header_word(c, 0);
+            let base = shared_word(c, 0);
             if base > to {
                 continue;
             }
@@ -472,17 +472,17 @@ fn scan_lane(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool)
         let at = k * CHUNK_SIZE;
         let c = &chunks[at..at + CHUNK_SIZE];
         k += 1;
-        let w3 = header_word(c.as_ptr(), 3);
+        let w3 = shared_word(c.as_ptr(), 3);
         let kind = (w3 >> 56) as u8;
         if kind == lane::CHUNK_META || kind == CHUNK_LATENCY {
-            let len = header_word(c.as_ptr(), 0);
+            let len = shared_word(c.as_ptr(), 0);
             k += lane::meta_chunks(len).saturating_sub(1) as usize;
             continue;
         }
         if kind != lane::CHUNK_DATA {
             continue;
         }
-        let base = header_word(c.as_ptr(), 0);
+        let base = shared_word(c.as_ptr(), 0);
         let inside = base <= to && last_tsc(c, base).is_some_and(|last| last >= from);
         let t = match threads[..known].iter().position(|t| t.0 == w3 as u32) {
             Some(t) => Some(t),
@@ -495,7 +495,7 @@ fn scan_lane(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool)
         };
         if let Some(t) = t.map(|t| &mut threads[t]) {
             if base < t.1 {
-                (t.1, t.2) = (base, header_word(c.as_ptr(), 1) == 0);
+                (t.1, t.2) = (base, shared_word(c.as_ptr(), 1) == 0);
             }
             t.3 |= inside;
         }
@@ -510,9 +510,10 @@ fn scan_lane(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool)
     (count, short)
 }
 
-/// Word `i` of the chunk header at `p`, read atomically (its owner may be writing it).
-fn header_word(p: *const u8, i: usize) -> u64 {
-    // SAFETY: `p` is a chunk of the mapping; header words are 8-aligned.
+/// Word `i` from `p` in a chunk of the lane (a header's, or a slot's), read atomically: its owner
+/// may be writing it.
+fn shared_word(p: *const u8, i: usize) -> u64 {
+    // SAFETY: `p` is in a chunk of the mapping, 8-aligned, as are the words after it.
     unsafe { (*(p.add(i * 8) as *const AtomicU64)).load(Ordering::Acquire) }
 }
 
@@ -521,10 +522,10 @@ fn last_tsc(c: &[u8], base: u64) -> Option<u64> {
     let slots = (CHUNK_SIZE - CHUNK_HEADER_SIZE) / SLOT_SIZE;
     (0..slots).rev().find_map(|i| {
         let p = c.as_ptr().wrapping_add(CHUNK_HEADER_SIZE + i * SLOT_SIZE);
-        let w1 = header_word(p, 1);
+        let w1 = shared_word(p, 1);
         let kind = (w1 >> 56) as u8;
         (kind != 0 && kind != KIND_ARG_SLOT)
-            .then(|| base.wrapping_add(header_word(p, 0) & MAX_DELTA))
+            .then(|| base.wrapping_add(shared_word(p, 0) & MAX_DELTA))
     })
 }
 
@@ -536,9 +537,9 @@ fn last_tsc(c: &[u8], base: u64) -> Option<u64> {
 /// `dest` is a chunk taken for the window.
 unsafe fn copy_chunk(source: *const u8, dest: *mut u8, number: u64) -> bool {
     let (w0, w1, w3) = (
-        header_word(source, 0),
-        header_word(source, 1),
-        header_word(source, 3),
+        shared_word(source, 0),
+        shared_word(source, 1),
+        shared_word(source, 3),
     );
     // SAFETY: `dest` is ours; its header stays uncommitted until the copy is whole.
     unsafe { (*(dest.add(24) as *const AtomicU64)).store(0, Ordering::Release) };
@@ -547,12 +548,12 @@ unsafe fn copy_chunk(source: *const u8, dest: *mut u8, number: u64) -> bool {
     while at < CHUNK_SIZE {
         // The commit word first: a slot is copied whole or as empty. A wide record's argument
         // slot is written before the record: it is copied only after its record.
-        let s1 = header_word(source.wrapping_add(at), 1);
+        let s1 = shared_word(source.wrapping_add(at), 1);
         let kind = (s1 >> 56) as u8;
         let whole = kind != 0 && (kind != KIND_ARG_SLOT || wide);
         wide = whole && kind != KIND_ARG_SLOT && kind & KIND_WIDE_ARG != 0;
         let (s0, s1) = if whole {
-            (header_word(source.wrapping_add(at), 0), s1)
+            (shared_word(source.wrapping_add(at), 0), s1)
         } else {
             (0, 0)
         };
@@ -563,7 +564,7 @@ unsafe fn copy_chunk(source: *const u8, dest: *mut u8, number: u64) -> bool {
         }
         at += SLOT_SIZE;
     }
-    if header_word(source, 0) != w0 || header_word(source, 3) != w3 {
+    if shared_word(source, 0) != w0 || shared_word(source, 3) != w3 {
         return false;
     }
     // SAFETY: as above.
