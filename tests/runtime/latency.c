@@ -1,7 +1,7 @@
 /* Requests for worst-interval tracing: `latency:request_start` (argument: the request's number)
  * and `latency:request_done` around each request (and, built with -finstrument-functions, the
  * ENTER/EXIT of `request`), `latency:step` (argument: request number) in the middle of each, and
- * a second thread that hits `latency:background` (argument: a counter) ten times every 100 us
+ * a second thread that hits `latency:background` (argument: a counter) twenty times every 100 us
  * while requests run, so a kept window must hold other threads' records too.
  *
  *   latency requests N SLOW_MS SLOW...  N requests of about 1 ms; the requests numbered SLOW...
@@ -41,7 +41,7 @@ NOT_TRACED static void *background(void *arg) {
     (void)arg;
     long i = 0;
     while (!atomic_load(&stop)) {
-        for (int j = 0; j < 10; j++) BOOTPROF_PROBE(latency, background, i++);
+        for (int j = 0; j < 20; j++) BOOTPROF_PROBE(latency, background, i++);
         usleep(100);
     }
     atomic_store(&background_records, i);

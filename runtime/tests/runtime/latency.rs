@@ -240,9 +240,9 @@ fn a_long_run_stays_within_its_memory_bound() {
     let meta = std::fs::metadata(&lane).unwrap();
     let allocated = meta.blocks() * 512;
     // Two rings of 4096 records (18 chunks each), the area (3 chunks), metadata, and two windows
-    // of at most 30 chunks (the longest, 90 ms, holds some 6,000 records of the other thread, in
-    // as many as its ring has), in a lane that grows by at least 64 chunks at a time: under 160
-    // chunks.
+    // of at most 40 chunks (the longest, 90 ms, spans more of the other thread's records than its
+    // ring holds: a window copies at most both rings), in a lane that grows by at least 64 chunks
+    // at a time: under 160 chunks.
     let bound = 160 * 4096 + 4096;
     eprintln!(
         "recorded {recorded} bytes in {requests} requests; lane: {} bytes long, {allocated} \
