@@ -98,9 +98,10 @@ pub struct RunOptions {
     /// its own window, up to --latency-windows of them (the longest), like a slow-request log.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "latency")]
     pub latency_min: Option<u64>,
-    /// With --latency: how many windows to keep, the longest intervals' (default 1, or 100
-    /// with --latency-min).
-    #[arg(long, value_name = "N", requires = "latency")]
+    /// With --latency: how many windows to keep, the longest intervals' (1 to 10,000; default 1,
+    /// or 100 with --latency-min).
+    #[arg(long, value_name = "N", requires = "latency",
+          value_parser = clap::value_parser!(u64).range(1..=bootprof_format::latency::MAX_WINDOWS))]
     pub latency_windows: Option<u64>,
     /// Count hits instead of recording them: no trace, exact counts however many threads hit a
     /// site, and a table of hits per site (summed over the processes, and per process) on stderr

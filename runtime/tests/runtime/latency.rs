@@ -258,8 +258,19 @@ fn a_long_run_stays_within_its_memory_bound() {
 fn bad_latency_settings_are_explained() {
     let w = Work::new("latency-bad");
     w.build("latency", &["latency.c"], &[], &[]);
-    let bad: [(&[&str], &str); 4] = [
+    let long = format!("{}..b", "x".repeat(300));
+    let bad: [(&[&str], &str); 8] = [
         (&["--latency", "latency:frame.."], "patterns on both sides"),
+        (&["--latency", &long], "at most 255 bytes"),
+        (
+            &["--latency", "a..b", "--latency-windows", "0"],
+            "--latency-windows",
+        ),
+        (
+            &["--latency", "a..b", "--latency-windows", "10001"],
+            "--latency-windows",
+        ),
+        (&["--latency", "a..b", "--count"], "--count"),
         (
             &["--latency", "a..b", "--latency-min", "5"],
             "is not a duration",
@@ -297,6 +308,32 @@ fn bad_latency_settings_are_explained() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(ok(&o).contains("done 3"));
     assert!(err.contains("BOOTPROF_LATENCY needs a session"), "{err}");
+    // Settings a program is started with by hand: said, nothing measured, the program runs.
+    for (name, value, says) in [
+        (
+            "BOOTPROF_LATENCY_WINDOWS",
+            "0",
+            "BOOTPROF_LATENCY_WINDOWS=0 is not 1 to 10000",
+        ),
+        (
+            "BOOTPROF_LATENCY_MIN",
+            "5ms",
+            "BOOTPROF_LATENCY_MIN=5ms is not a number",
+        ),
+        ("BOOTPROF_LATENCY", "a..[", "BOOTPROF_LATENCY=a..["),
+    ] {
+        let mut env = vec![
+            ("BOOTPROF_ENABLE", "*"),
+            ("BOOTPROF_LATENCY", "latency:frame"),
+            ("BOOTPROF_SESSION", w.0.to_str().unwrap()),
+        ];
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value));
+        let o = run(&w.path("latency"), &["frames", "3"], &env);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(ok(&o).contains("done 3"), "{name}");
+        assert!(err.contains(says), "{name}: {err}");
+    }
 }
 
 /// The README's slow-request hunt: in `examples/requests` the slow request is the one that waited
