@@ -352,7 +352,10 @@ fn the_example_slow_request_is_the_one_that_waited_for_the_flush() {
     assert!(ok(&o).contains("served 300 requests"));
     let l = latency_of(&t);
     assert_eq!(l.count, 300);
-    assert!(ms(&t, l.max) >= 40.0, "{}", ms(&t, l.max));
+    // The slow request waits for whatever is left of the 40 ms flush when its append comes: all
+    // of it less the time since the flush took the lock, which a loaded machine can stretch to a
+    // few milliseconds. Every other request takes about 1 ms.
+    assert!(ms(&t, l.max) >= 20.0, "{}", ms(&t, l.max));
     let begin = hits(&t, "request_begin");
     let end = hits(&t, "request_end");
     assert_eq!((begin.len(), end.len()), (1, 1));
