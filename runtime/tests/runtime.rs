@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 mod count;
 #[path = "runtime/latency.rs"]
 mod latency;
+#[path = "runtime/names.rs"]
+mod names;
 #[path = "runtime/stacks.rs"]
 mod stacks;
 

@@ -28,6 +28,9 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Show C++ and Rust functions by their symbols, not their demangled names.
+        #[arg(long)]
+        no_demangle: bool,
         /// The executable or shared object.
         binary: PathBuf,
     },
@@ -51,6 +54,10 @@ enum Command {
         /// record-tgid.
         #[arg(long, value_name = "LIST", value_parser = bootprof_report::text::TextOptions::parse)]
         options: Option<bootprof_report::text::TextOptions>,
+        /// Show C++ and Rust functions by their symbols, not their demangled names (with them,
+        /// Chrome JSON gives each demangled function's symbol in its `args.symbol`).
+        #[arg(long)]
+        no_demangle: bool,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -73,8 +80,15 @@ fn main() {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },
-        Command::List { json, binary } => {
-            let listing = bootprof_report::list::list(&binary).unwrap_or_else(|e| fail(e));
+        Command::List {
+            json,
+            no_demangle,
+            binary,
+        } => {
+            let mut listing = bootprof_report::list::list(&binary).unwrap_or_else(|e| fail(e));
+            if !no_demangle {
+                listing.demangle_names();
+            }
             print!(
                 "{}",
                 if json {
@@ -92,6 +106,7 @@ fn main() {
             output,
             from_first_record,
             options: text,
+            no_demangle,
             file,
         } => {
             if text.is_some() && format != Format::Text {
@@ -100,6 +115,7 @@ fn main() {
             let options = bootprof_report::Options {
                 from_first_record,
                 text: text.unwrap_or_default(),
+                demangle: !no_demangle,
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {

@@ -167,6 +167,7 @@ mod tests {
             provider: provider.into(),
             name: name.into(),
             function: function.into(),
+            symbol: None,
             func_offset: 0,
             address: 0,
             id: 0,

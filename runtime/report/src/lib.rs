@@ -95,6 +95,8 @@ pub struct Options {
     pub from_first_record: bool,
     /// Text format: ftrace's trace options.
     pub text: text::TextOptions,
+    /// Show C++ and Rust functions by their demangled names (`--no-demangle` turns it off).
+    pub demangle: bool,
 }
 
 impl Default for Options {
@@ -104,6 +106,7 @@ impl Default for Options {
             width: 1200,
             from_first_record: false,
             text: text::TextOptions::default(),
+            demangle: true,
         }
     }
 }
@@ -141,7 +144,10 @@ pub fn report(
     output: Option<&Path>,
     options: &Options,
 ) -> Result<()> {
-    let trace = read_trace(input)?;
+    let mut trace = read_trace(input)?;
+    if options.demangle {
+        trace.demangle_names();
+    }
     if format == Format::Counts && !counts::counted(&trace) {
         return Err(Error::Usage(format!(
             "{}: no hit counts: it was recorded, not counted (`bootprof run --count` counts)",
