@@ -90,6 +90,7 @@
     var lane = { frames: [], ends: [], total: 0 };
     lane.left = units(g.getAttribute("data-left"));
     lane.right = units(g.getAttribute("data-right"));
+    lane.end = units(g.getAttribute("data-end"));
     lane.label = label(g, g.querySelector(":scope > text.lbl"), g.getAttribute("data-label"),
       g.getAttribute("data-y"), { "class": "lbl", "font-weight": "bold" });
     g.querySelectorAll(":scope > g.f").forEach(function (f) {
@@ -165,8 +166,10 @@
       f.moved = true;
     });
     lanes.forEach(function (lane) {
+      // The label of a thread that ran in the window, from where it starts (or the left edge)
+      // to where the next thread of its band starts.
       var left = Math.max(x0, px(lane.left)), right = Math.min(width, px(lane.right));
-      if (right > left) fit(lane.label, left, right - left);
+      if (lane.left < b && lane.end > a && right > left) fit(lane.label, left, right - left);
       else if (lane.label.el) lane.label.el.textContent = "";
       lane.ends.forEach(function (e) {
         hide(e.el, e.X < a || e.X > b);

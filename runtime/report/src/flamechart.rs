@@ -32,7 +32,7 @@
 //! Escape or a click on the background zooms out, "Search" (or Ctrl-F, `/`) highlights the
 //! frames whose names match and says the share of the threads' time they cover. The script
 //! finds what it needs in the document: each thread's frames in a `<g class="lane">` (its
-//! label and where it may go as `data-` attributes), the controls (hidden until the script
+//! label, where the label may go and where the thread's time ends as `data-` attributes), the controls (hidden until the script
 //! shows them), the static axis in `<g class="bp-ticks">`. Without the script the picture is
 //! the same, with no control shown.
 
@@ -196,13 +196,20 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
                 let next = lanes.get(i + 1).map_or(width, |&n| x(m.lanes[n].first_ns));
                 (x(lane.first_ns), next)
             };
+            // Where the thread's time ends, for the script: a band of its own is always there.
+            let end = if lanes.len() == 1 {
+                width
+            } else {
+                x(m.lane_end_ns(l))
+            };
             let label = lane_label(m, l);
             let label_y = top + 14.0;
             write!(out, "<g class=\"lane\" data-label=\"")?;
             escape(out, &label)?;
             writeln!(
                 out,
-                "\" data-left=\"{left:.3}\" data-right=\"{right:.3}\" data-y=\"{label_y}\">"
+                "\" data-left=\"{left:.3}\" data-right=\"{right:.3}\" data-end=\"{end:.3}\" \
+                 data-y=\"{label_y}\">"
             )?;
             let bold = "class=\"lbl\" font-weight=\"bold\"";
             cut_text(out, &label, left, label_y, right - left, bold)?;
