@@ -49,6 +49,11 @@ enum Command {
         /// began (leaving out the runtime's own set-up and whatever ran before the first hit).
         #[arg(long)]
         from_first_record: bool,
+        /// Flame chart: its width in pixels (frames narrower than 0.1 pixel are left out, so a
+        /// wider chart holds finer detail to zoom into).
+        #[arg(long, value_name = "PIXELS", default_value_t = 1200,
+              value_parser = clap::value_parser!(u32).range(200..=1_000_000))]
+        width: u32,
         /// Text format: ftrace's trace options, comma-separated, `no` before a name to turn it
         /// off: print-parent (on), sym-offset, sym-addr, raw, hex, context-info (on),
         /// record-tgid.
@@ -105,6 +110,7 @@ fn main() {
             format,
             output,
             from_first_record,
+            width,
             options: text,
             no_demangle,
             file,
@@ -114,6 +120,7 @@ fn main() {
             }
             let options = bootprof_report::Options {
                 from_first_record,
+                width,
                 text: text.unwrap_or_default(),
                 demangle: !no_demangle,
                 ..Default::default()
