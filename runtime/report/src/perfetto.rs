@@ -101,6 +101,7 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
         releases: HashMap::new(),
         threads: 1 + m.trace.processes.len().max(1) as u64,
         own_names: 0,
+        spare: None,
     };
     w.start()?;
     timeline::walk(m, &mut w)?;
@@ -124,6 +125,8 @@ struct Perfetto<'a, 'm> {
     threads: u64,
     /// Names made here so far (see [`Perfetto::own_name`]).
     own_names: u64,
+    /// The last event written, for its allocations.
+    spare: Option<TrackEvent>,
 }
 
 impl Perfetto<'_, '_> {
@@ -237,40 +240,57 @@ impl Perfetto<'_, '_> {
         (name as usize).min(self.m.name_count())
     }
 
-    /// An event packet on `track` at `t`, named `name` (interned here if it is the first use).
+    /// An event packet on `track` at `t`, named `name` (interned here if it is the first use),
+    /// or an END (`name` and `category` `None`). Made of the last event packet's allocations
+    /// (see [`Perfetto::emit_event`]): the events of a large trace allocate nothing.
     fn event(
         &mut self,
         track: u64,
         t: u64,
         kind: i32,
-        name: NameId,
-        category: Category,
+        name: Option<NameId>,
+        category: Option<Category>,
     ) -> TracePacket {
-        let slot = self.slot(name);
-        let interned_data = (!self.sent[slot]).then(|| {
-            self.sent[slot] = true;
-            InternedData {
-                event_names: vec![Interned {
-                    iid: Some(slot as u64 + 1),
-                    name: Some(self.m.text(name).to_string()),
-                }],
-                ..Default::default()
+        let mut event = self.spare.take().unwrap_or_default();
+        event.category_iids.clear();
+        event.category_iids.extend(category.map(|c| c as u64));
+        event.debug_annotations.clear();
+        event.flow_ids.clear();
+        event.terminating_flow_ids.clear();
+        event.r#type = Some(kind);
+        event.track_uuid = Some(track);
+        event.name_iid = None;
+        let mut interned_data = None;
+        if let Some(name) = name {
+            let slot = self.slot(name);
+            event.name_iid = Some(slot as u64 + 1);
+            if !self.sent[slot] {
+                self.sent[slot] = true;
+                interned_data = Some(InternedData {
+                    event_names: vec![Interned {
+                        iid: Some(slot as u64 + 1),
+                        name: Some(self.m.text(name).to_string()),
+                    }],
+                    ..Default::default()
+                });
             }
-        });
+        }
         TracePacket {
             timestamp: Some(t),
             trusted_packet_sequence_id: Some(SEQUENCE),
-            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+            // An END uses nothing interned.
+            sequence_flags: name.map(|_| SEQ_NEEDS_INCREMENTAL_STATE),
             interned_data,
-            track_event: Some(TrackEvent {
-                category_iids: vec![category as u64],
-                r#type: Some(kind),
-                name_iid: Some(slot as u64 + 1),
-                track_uuid: Some(track),
-                ..Default::default()
-            }),
+            track_event: Some(event),
             ..Default::default()
         }
+    }
+
+    /// Writes an event packet made by [`Perfetto::event`] and keeps its allocations for the next.
+    fn emit_event(&mut self, mut packet: TracePacket) -> io::Result<()> {
+        self.emit(&packet)?;
+        self.spare = packet.track_event.take();
+        Ok(())
     }
 
     /// The annotations and the flow of blame `b`'s frame.
@@ -407,13 +427,8 @@ fn category(frame: &Frame) -> Category {
 impl Sink for Perfetto<'_, '_> {
     fn open(&mut self, lane: usize, _below: &[Frame], frame: &Frame) -> io::Result<()> {
         let track = self.threads + lane as u64;
-        let mut packet = self.event(
-            track,
-            frame.start,
-            TYPE_SLICE_BEGIN,
-            frame.name,
-            category(frame),
-        );
+        let (name, category) = (Some(frame.name), Some(category(frame)));
+        let mut packet = self.event(track, frame.start, TYPE_SLICE_BEGIN, name, category);
         let blame = self.blame.take();
         if let (Some((waiter, b)), FrameKind::Blame, false) = (blame, frame.kind, frame.mirrored) {
             if waiter == lane {
@@ -422,7 +437,7 @@ impl Sink for Perfetto<'_, '_> {
                 }
             }
         }
-        self.emit(&packet)
+        self.emit_event(packet)
     }
 
     fn close(
@@ -434,16 +449,9 @@ impl Sink for Perfetto<'_, '_> {
         _how: Closed,
     ) -> io::Result<()> {
         // An END needs no name: it ends the innermost open slice of its track.
-        self.emit(&TracePacket {
-            timestamp: Some(end),
-            trusted_packet_sequence_id: Some(SEQUENCE),
-            track_event: Some(TrackEvent {
-                r#type: Some(TYPE_SLICE_END),
-                track_uuid: Some(self.threads + lane as u64),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        let track = self.threads + lane as u64;
+        let packet = self.event(track, end, TYPE_SLICE_END, None, None);
+        self.emit_event(packet)
     }
 
     fn blame(&mut self, lane: usize, blame: usize, _t: u64) -> io::Result<()> {
@@ -454,7 +462,7 @@ impl Sink for Perfetto<'_, '_> {
     fn stack(&mut self, lane: usize, stack: &Stack, t: u64) -> io::Result<()> {
         let track = self.threads + lane as u64;
         let name = self.m.name(stack.record);
-        let mut packet = self.event(track, t, TYPE_INSTANT, name, Category::Stack);
+        let mut packet = self.event(track, t, TYPE_INSTANT, Some(name), Some(Category::Stack));
         let frames = (stack.frames.iter())
             .map(|f| DebugAnnotation {
                 string_value: Some(self.m.frame_text(lane, f.arg)),
@@ -462,12 +470,12 @@ impl Sink for Perfetto<'_, '_> {
             })
             .collect();
         if let Some(event) = packet.track_event.as_mut() {
-            event.debug_annotations = vec![DebugAnnotation {
+            event.debug_annotations.push(DebugAnnotation {
                 array_values: frames,
                 ..annotation(Annotation::Stack)
-            }];
+            });
         }
-        self.emit(&packet)
+        self.emit_event(packet)
     }
 
     fn instant(&mut self, lane: usize, r: &Record, name: NameId, t: u64) -> io::Result<()> {
@@ -477,22 +485,23 @@ impl Sink for Perfetto<'_, '_> {
             _ => return Ok(()),
         };
         let track = self.threads + lane as u64;
-        let mut packet = self.event(track, t, TYPE_INSTANT, name, category);
+        let mut packet = self.event(track, t, TYPE_INSTANT, Some(name), Some(category));
         let Some(event) = packet.track_event.as_mut() else {
             return Ok(());
         };
-        if r.kind == RecordKind::Event {
-            event.debug_annotations = vec![annotation(Annotation::Arg).uint(r.arg)];
-        } else {
-            let what = r.kind.name().to_string();
-            event.debug_annotations = vec![annotation(Annotation::What).text(what)];
-        }
+        event
+            .debug_annotations
+            .push(if r.kind == RecordKind::Event {
+                annotation(Annotation::Arg).uint(r.arg)
+            } else {
+                annotation(Annotation::What).text(r.kind.name().to_string())
+            });
         if r.kind == RecordKind::Release && !self.releases.is_empty() {
             if let Some(flows) = index_of(self.m, r).and_then(|i| self.releases.remove(&i)) {
                 event.terminating_flow_ids = flows;
             }
         }
-        self.emit(&packet)
+        self.emit_event(packet)
     }
 }
 
