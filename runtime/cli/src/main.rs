@@ -35,9 +35,9 @@ enum Command {
         binary: PathBuf,
     },
     /// Turn a session (`bootprof run`'s directory), one lane file or a single trace file
-    /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, folded
-    /// stacks, an SVG flame chart, a profile-point table, a summary, or the hit counts of a
-    /// session run with --count; every process shown.
+    /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, a Perfetto
+    /// trace, folded stacks, an SVG flame chart, a profile-point table, a summary, or the hit
+    /// counts of a session run with --count; every process shown.
     Report {
         /// The output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]

@@ -147,6 +147,7 @@ mod tests {
             exe: "/bin/app".into(),
             args: Vec::new(),
             start_tsc: 0,
+            start_realtime_ns: None,
             end_tsc: None,
             ending,
             keep: Keep::Start,

@@ -161,6 +161,7 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
             exe,
             args,
             start_tsc: header.start_tsc,
+            start_realtime_ns: (header.start_realtime_ns != 0).then_some(header.start_realtime_ns),
             end_tsc: None,
             ending: Ending::Vanished,
             keep,
