@@ -23,7 +23,7 @@ enum Command {
     /// when the program ends). The programs must have been linked by bootprof-link.
     Run(RunOptions),
     /// Print the probe-site table of a linked executable or shared object, and check that every
-    /// site holds its NOP (exit status 1 if one does not).
+    /// site holds its NOP (exit status 1 if one does not, or if the binary has no site table).
     List {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -62,11 +62,15 @@ fn fail(e: impl std::fmt::Display) -> ! {
     std::process::exit(1);
 }
 
+/// Run by the C library before `main` (and so before Rust's start-up ignores SIGPIPE), to note
+/// whether SIGPIPE was ignored, for the programs `bootprof run` starts.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_SIGPIPE: extern "C" fn() = bootprof_report::signals::note_sigpipe_before_main;
+
 fn main() {
-    // Rust ignores SIGPIPE, so a write to a closed pipe (`bootprof list prog | head`) would fail
-    // with an error, and print's would panic. Like cat, die of SIGPIPE quietly instead.
-    // SAFETY: setting a signal's disposition to its default before any thread is started.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // A closed pipe ends bootprof as it ends cat: killed by SIGPIPE, quietly.
+    bootprof_report::signals::die_on_closed_pipe();
     let cli = Cli::parse();
     match cli.command {
         Command::Run(options) => match bootprof_report::run::run(options) {

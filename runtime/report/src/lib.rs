@@ -34,6 +34,7 @@ pub mod points;
 pub mod process;
 pub mod run;
 pub mod session;
+pub mod signals;
 pub mod summary;
 pub mod text;
 pub mod timeline;

@@ -162,6 +162,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         .env_remove("BOOTPROF_OUTPUT")
         .env_remove("BOOTPROF_RECORD");
     optional_environment(&mut cmd, &options);
+    crate::signals::pass_on(&mut cmd);
     let RunOptions {
         enable,
         notrace,
