@@ -29,6 +29,7 @@ pub mod input;
 pub mod intervals;
 pub mod latency;
 pub mod list;
+pub mod missing;
 pub mod model;
 pub mod points;
 pub mod process;
@@ -39,6 +40,7 @@ pub mod summary;
 pub mod text;
 pub mod timeline;
 pub mod trace;
+pub mod unmatched;
 
 pub use error::{Error, Location, Result};
 pub use input::read_trace;
