@@ -51,6 +51,12 @@ enum Command {
         /// record-tgid.
         #[arg(long, value_name = "LIST", value_parser = bootprof_report::text::TextOptions::parse)]
         options: Option<bootprof_report::text::TextOptions>,
+        /// Text, summary and points formats: show the source file:line of each function (its
+        /// first line), probe and recorded stack frame, from the DWARF debug information of
+        /// each process's executable (build with -g). Sites of shared libraries, and single
+        /// trace files, are not covered; a note on stderr says what is not.
+        #[arg(long)]
+        srcline: bool,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -96,6 +102,7 @@ fn main() {
             output,
             from_first_record,
             options: text,
+            srcline,
             file,
         } => {
             if text.is_some() && format != Format::Text {
@@ -104,6 +111,7 @@ fn main() {
             let options = bootprof_report::Options {
                 from_first_record,
                 text: text.unwrap_or_default(),
+                srcline,
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {
