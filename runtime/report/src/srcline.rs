@@ -71,10 +71,12 @@ impl SourceLines {
         }
         if lines.library_sites > 0 {
             lines.notes.push(format!(
-                "{} site{} of shared libraries have no source line: the trace does not record \
-                 where libraries were mapped",
-                lines.library_sites,
-                if lines.library_sites == 1 { "" } else { "s" }
+                "{} of shared libraries: no source line, as the trace does not record where \
+                 libraries were mapped",
+                match lines.library_sites {
+                    1 => "1 site".to_string(),
+                    n => format!("{n} sites"),
+                }
             ));
         }
         lines
