@@ -48,10 +48,8 @@ use object::{
     SymbolKind, SymbolScope,
 };
 
-/// Start of the table, defined by `linker-scripts/bootprof-sites.inc`.
-pub const TABLE_START: &str = "__bootprof_sites_start";
-/// End of the table.
-pub const TABLE_STOP: &str = "__bootprof_sites_stop";
+/// Start and end of the table, defined by `linker-scripts/bootprof-sites.inc`.
+pub use bootprof_format::{TABLE_START, TABLE_STOP};
 
 /// The runtime's registration entry point, `bootprof_register(start, stop, ptrs)`.
 pub const REGISTER_SYMBOL: &str = "bootprof_register";

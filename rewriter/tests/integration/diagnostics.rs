@@ -2,13 +2,27 @@
 //! binary without a site table, and a trace that was not written (each cause named).
 
 use crate::util::{cmd, compile_c, link_bin, require, run, write, Out, TempDir, BOOTPROF};
+use std::ffi::OsStr;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 
 /// A program with hook sites that ends as its first argument says: normally, by `abort()`, or
-/// by `_exit(0)` (which skips the runtime's exit handler).
+/// by `_exit(0)` (which skips the runtime's exit handler); or, with `DIE_EARLY=kill` or
+/// `DIE_EARLY=exit` in its environment, before any constructor has run (the runtime's too).
 const PROGRAM: &str = r#"
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+static void early(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv;
+    for (; *envp; envp++) {
+        if (strcmp(*envp, "DIE_EARLY=kill") == 0) raise(SIGKILL);
+        if (strcmp(*envp, "DIE_EARLY=exit") == 0) _exit(3);
+    }
+}
+__attribute__((section(".preinit_array"), used)) static void (*run_early)(int, char **, char **) = early;
 __attribute__((noinline)) int work(int n) { return n * 3 + 1; }
 int main(int argc, char **argv) {
     int sum = 0;
@@ -50,48 +64,157 @@ fn record(trace: &Path, exe: &Path, args: &[&str]) -> Out {
     out
 }
 
-/// Runs `bootprof ARGS` with its standard output a pipe whose reader is gone before bootprof
-/// writes; returns bootprof's exit status as the shell reports it, and its stderr.
-fn into_closed_pipe(args: &[&Path]) -> (String, String) {
-    let script = r#"{ sleep 0.3; "$0" "$@"; echo "status=$?" >&2; } | head -c 0"#;
-    let out = run(cmd("sh", ["-c", script]).arg(&BOOTPROF).args(args));
-    let status = out
+/// A program with 2,000 instrumented functions, each called 3 times: its site listing and its
+/// trace's text report are each far longer than a pipe holds (64 KiB).
+fn many_functions() -> String {
+    let mut src = String::from("#include <stdio.h>\nint sink;\n");
+    for i in 0..2000 {
+        src +=
+            &format!("__attribute__((noinline)) void function_{i:04}(void) {{ sink += {i}; }}\n");
+    }
+    src += "int main(void) {\n    for (int n = 0; n < 3; n++) {\n";
+    for i in 0..2000 {
+        src += &format!("        function_{i:04}();\n");
+    }
+    src + "    }\n    return sink == 3 * 1999000 ? 0 : 1;\n}\n"
+}
+
+/// Runs `program ARGS` with its standard output a pipe, reads the first 100 bytes of it, closes
+/// it while the program still has much to write, and returns how it ended and its stderr.
+fn close_pipe_early(program: impl AsRef<std::ffi::OsStr>, args: &[&Path]) -> (ExitStatus, String) {
+    use std::io::Read;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 100];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let mut stderr = String::new();
+    child
         .stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("status="))
-        .unwrap_or_else(|| panic!("no status line: {out}"))
-        .to_string();
-    (status, out.stderr)
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap(), stderr)
 }
 
 // `bootprof list prog | head` used to end in a Rust panic (print! on a closed pipe).
 #[test]
 fn a_closed_pipe_ends_list_and_report_quietly_as_cat_does() {
-    require!("cc", "sh", "head");
+    require!("cc");
     let dir = TempDir::new("closed-pipe");
-    let exe = build(&dir, "prog", Some(&[]));
-    let trace = dir.join("prog.trace");
-    record(&trace, &exe, &[]).ok();
-    // cat, for comparison: killed by SIGPIPE, 128 + 13 to the shell, nothing on stderr.
-    let (cat_status, _) = {
-        let script = r#"{ sleep 0.3; cat "$0"; echo "status=$?" >&2; } | head -c 0"#;
-        let out = run(cmd("sh", ["-c", script]).arg(&exe));
-        let s = out.stderr.lines().find_map(|l| l.strip_prefix("status="));
-        (s.map(String::from).unwrap_or_default(), out.stderr)
-    };
-    let list = Path::new("list");
-    let report = Path::new("report");
-    for args in [vec![list, &exe], vec![report, &trace]] {
-        let (status, stderr) = into_closed_pipe(&args);
-        assert_eq!(
-            status, cat_status,
-            "{args:?}: exit status unlike cat's: {stderr}"
+    let src = dir.join("many.c");
+    write(&src, many_functions());
+    let obj = compile_c(&src, &dir.join("many.o"), &["-O1", "-pg", "-mfentry"]);
+    let exe = dir.join("many");
+    run(cmd(link_bin(), ["cc", "-o"]).arg(&exe).arg(&obj)).ok();
+    let session = dir.join("session");
+    record(&session, &exe, &[]).ok();
+    let listing = run(cmd(BOOTPROF, ["list".as_ref(), exe.as_os_str()])).ok();
+    let report = run(cmd(BOOTPROF, ["report".as_ref(), session.as_os_str()])).ok();
+    for (what, out) in [("list", &listing), ("report", &report)] {
+        assert!(
+            out.stdout.len() > 2 * 65536,
+            "{what}: too short to fill a pipe: {out}"
         );
-        let rest: Vec<&str> = stderr
-            .lines()
-            .filter(|l| !l.starts_with("status="))
-            .collect();
-        assert!(rest.is_empty(), "{args:?} printed on stderr: {rest:?}");
+    }
+    // cat, for comparison: killed by SIGPIPE, nothing on stderr.
+    let listed = dir.join("listing");
+    write(&listed, &listing.stdout);
+    let (cat, cat_stderr) = close_pipe_early("cat", &[&listed]);
+    assert_eq!((cat.signal(), cat_stderr.as_str()), (Some(13), ""));
+    let (list, report) = (Path::new("list"), Path::new("report"));
+    for args in [[list, &exe], [report, &session]] {
+        let (status, stderr) = close_pipe_early(BOOTPROF, &args);
+        assert_eq!(
+            status.signal(),
+            Some(13),
+            "{args:?}: {status}, unlike cat: {stderr}"
+        );
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
+
+/// `show`: prints SIGPIPE's disposition and whether SIGUSR1 is blocked. `launch CMD...`: ignores
+/// SIGPIPE, blocks SIGUSR1 and runs CMD.
+const SIGNALS: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((noinline)) int show(void) {
+    struct sigaction sa;
+    sigset_t mask;
+    sigaction(SIGPIPE, 0, &sa);
+    sigprocmask(SIG_SETMASK, 0, &mask);
+    printf("SIGPIPE %s, SIGUSR1 %s\n", sa.sa_handler == SIG_IGN ? "ignored" : "default",
+           sigismember(&mask, SIGUSR1) ? "blocked" : "not blocked");
+    return 0;
+}
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "launch") == 0) {
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, 0);
+        signal(SIGPIPE, SIG_IGN);
+        execvp(argv[2], argv + 2);
+        perror(argv[2]);
+        return 127;
+    }
+    return show();
+}
+"#;
+
+// bootprof restores SIGPIPE to its default for itself; the programs it runs must not notice.
+#[test]
+fn a_program_run_by_bootprof_gets_the_signal_dispositions_bootprof_was_given() {
+    require!("cc");
+    let dir = TempDir::new("dispositions");
+    let src = dir.join("signals.c");
+    write(&src, SIGNALS);
+    let obj = compile_c(&src, &dir.join("signals.o"), &["-O2", "-pg", "-mfentry"]);
+    let exe = dir.join("signals");
+    run(cmd(link_bin(), ["cc", "-o"]).arg(&exe).arg(&obj)).ok();
+    for (n, launch) in [false, true].into_iter().enumerate() {
+        let prefix: Vec<&std::ffi::OsStr> = if launch {
+            vec![exe.as_os_str(), "launch".as_ref()]
+        } else {
+            Vec::new()
+        };
+        let direct = match prefix.split_first() {
+            Some((first, rest)) => run(cmd(first, rest).arg(&exe).arg("show")).ok(),
+            None => run(cmd(&exe, ["show"])).ok(),
+        };
+        let expected = if launch {
+            "SIGPIPE ignored, SIGUSR1 blocked\n"
+        } else {
+            "SIGPIPE default, SIGUSR1 not blocked\n"
+        };
+        assert_eq!(direct.stdout, expected, "{direct}");
+        let session = dir.join(format!("s{n}"));
+        let mut through = match prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = cmd(first, rest);
+                c.arg(&BOOTPROF);
+                c
+            }
+            None => cmd(BOOTPROF, [] as [&str; 0]),
+        };
+        through.args([
+            "run".as_ref(),
+            "-o".as_ref(),
+            session.as_os_str(),
+            "--".as_ref(),
+        ]);
+        let out = run(through.arg(&exe).arg("show")).ok();
+        assert_eq!(out.stdout, expected, "launched: {launch}: {out}");
     }
 }
 
@@ -108,40 +231,192 @@ fn a_binary_without_a_site_table_is_reported_as_such() {
         let out = run(c.arg(&plain));
         out.no_panic();
         assert_eq!(out.code, Some(1), "{out}");
+        let expected = format!(
+            "bootprof: error: {}: no bootprof site table",
+            plain.display()
+        );
         assert!(
-            out.stderr.contains("no bootprof site table") && out.stdout.is_empty(),
+            out.stderr.starts_with(&expected) && out.stdout.is_empty(),
             "{out}"
         );
     }
+    // Linked by bootprof-link, but the one function with a site was unused and --gc-sections
+    // dropped it, and with it the table's only fragment: an empty table, not a missing one.
+    let src = dir.join("unused.c");
+    write(
+        &src,
+        "void __dtrace_sdt_app__unused(unsigned long);\n\
+         __attribute__((noinline)) void unused(void) { __dtrace_sdt_app__unused(1); }\n\
+         int main(void) { return 0; }\n",
+    );
+    let obj = compile_c(&src, &dir.join("unused.o"), &["-O2", "-ffunction-sections"]);
+    let gc = dir.join("gc");
+    run(cmd(link_bin(), ["cc", "-Wl,--gc-sections", "-o"])
+        .arg(&gc)
+        .arg(&obj))
+    .ok();
+    let out = run(cmd(BOOTPROF, ["list".as_ref(), gc.as_os_str()])).ok();
+    assert_eq!(
+        out.stdout,
+        "0 sites: the site table is empty (the linker dropped every function that held a site, \
+         as --gc-sections does with unused ones)\n",
+        "{out}"
+    );
+    // It carries the runtime and records, with no site for a pattern to match.
+    let session = dir.join("s");
+    let out = run(cmd(BOOTPROF, ["run", "-e", "app:*", "-o"])
+        .arg(&session)
+        .arg("--")
+        .arg(&gc));
+    let expected = format!(
+        "bootprof: warning: pattern `app:*` (-e) matched no site of {}: it has none",
+        gc.display()
+    );
+    assert!(out.stderr.lines().any(|l| l == expected), "{out}");
+}
+
+/// Variables added to a command's environment.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// `bootprof run -o SESSION -- COMMAND...` in `dir`, with `env` added; returns its output and
+/// the reason it gives for an empty session (what follows `SESSION: `), if it gives one.
+fn record_in(dir: &TempDir, session: &Path, env: Env, command: &[&OsStr]) -> (Out, String) {
+    let mut c = cmd(
+        BOOTPROF,
+        [
+            "run".as_ref(),
+            "-o".as_ref(),
+            session.as_os_str(),
+            "--".as_ref(),
+        ],
+    );
+    c.args(command)
+        .envs(env.iter().copied())
+        .current_dir(dir.path());
+    let out = run(c);
+    out.no_panic();
+    let prefix = format!(
+        "bootprof: no process recorded into the session {}: ",
+        session.display()
+    );
+    let why = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_default();
+    let why = why.to_string();
+    (out, why)
 }
 
 #[test]
 fn a_session_without_processes_is_explained_by_what_happened() {
-    require!("cc");
+    require!("cc", "sh");
     let dir = TempDir::new("missing-trace");
     let good = build(&dir, "good", Some(&[]));
     let bare = build(&dir, "bare", Some(&["--no-runtime"]));
     let plain = build(&dir, "plain", None);
-    // Programs that cannot record: the session stays empty, and bootprof says why.
-    for (n, (exe, why)) in [
-        (&plain, "no bootprof site table"),
-        (&bare, "no bootprof runtime"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let session = dir.join(format!("s{n}"));
-        let out = record(&session, exe, &[]);
-        assert!(
-            out.stderr.contains("no process recorded into the session") && out.stderr.contains(why),
-            "{}: expected the reason `{why}`: {out}",
-            exe.display()
+    let script = dir.join("wrapper");
+    write(&script, "#!/bin/sh\nexit 5\n");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (good_, bare_, plain_, script_) = (
+        good.display(),
+        bare.display(),
+        plain.display(),
+        script.display(),
+    );
+    let carries = |ended: &str| {
+        format!(
+            "{good_} carries the bootprof runtime, but ended ({ended}) without a lane: before the \
+             runtime started (which it does in its constructors), or the runtime could not \
+             create its lane (it then says why on stderr)"
+        )
+    };
+    let removed = dir.join("s-removed");
+    let remove_then_run = format!("rm -r \"$BOOTPROF_SESSION\" && exec {good_}");
+    let cases: Vec<(Vec<&OsStr>, Env, i32, String)> = vec![
+        (
+            vec![plain.as_os_str()],
+            &[],
+            0,
+            format!(
+                "{plain_}: no bootprof site table (it was not linked by bootprof-link, or none of \
+                 its inputs calls a probe or a profiling hook); nor did any program it ran \
+                 record; it ended with exit status 0"
+            ),
+        ),
+        (
+            vec![bare.as_os_str()],
+            &[],
+            0,
+            format!(
+                "{bare_} has a site table but no bootprof runtime to record with: nothing \
+                 defines bootprof_register, to which it holds only a weak reference (it was \
+                 linked with --no-runtime)"
+            ),
+        ),
+        (
+            vec![good.as_os_str()],
+            &[("DIE_EARLY", "kill")],
+            128 + 9,
+            carries("killed by SIGKILL"),
+        ),
+        (
+            vec![good.as_os_str()],
+            &[("DIE_EARLY", "exit")],
+            3,
+            carries("exit status 3"),
+        ),
+        (
+            vec![script.as_os_str()],
+            &[],
+            5,
+            format!(
+                "{script_} is a script, and no program it ran recorded (were they linked by \
+                 bootprof-link?); it ended with exit status 5"
+            ),
+        ),
+        (
+            vec!["sh".as_ref(), "-c".as_ref(), remove_then_run.as_ref()],
+            &[],
+            0,
+            format!(
+                "the session directory {} was removed while the program ran; the program ended \
+                 with exit status 0",
+                removed.display()
+            ),
+        ),
+    ];
+    for (n, (command, env, code, why)) in cases.into_iter().enumerate() {
+        let session = if n == 5 {
+            removed.clone()
+        } else {
+            dir.join(format!("s{n}"))
+        };
+        let (out, said) = record_in(&dir, &session, env, &command);
+        assert_eq!((out.code, said), (Some(code), why), "{out}");
+        if session.exists() {
+            let report = run(cmd(BOOTPROF, ["report".as_ref(), session.as_os_str()]));
+            assert!(
+                report.code == Some(1) && report.stderr.contains("holds no lane files"),
+                "{report}"
+            );
+        }
+    }
+    // A program that cannot be started: an error, and no session is left behind.
+    let not_executable = dir.join("prog.c");
+    for (exe, error) in [
+        (dir.join("nosuch"), "No such file or directory (os error 2)"),
+        (not_executable, "Permission denied (os error 13)"),
+    ] {
+        let session = dir.join("s-exec");
+        let (out, _) = record_in(&dir, &session, &[], &[exe.as_os_str()]);
+        let expected = format!("bootprof: error: cannot run {}: {error}\n", exe.display());
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (Some(1), expected.as_str()),
+            "{out}"
         );
-        let report = run(cmd(BOOTPROF, ["report".as_ref(), session.as_os_str()]));
-        assert!(
-            report.code == Some(1) && report.stderr.contains("holds no lane files"),
-            "{report}"
-        );
+        assert!(!session.exists(), "{} left behind", session.display());
     }
     // A program that dies still leaves its records, and its own status comes back: abort is
     // 128 + 6.
@@ -177,28 +452,78 @@ fn a_session_without_processes_is_explained_by_what_happened() {
 // `bootprof run -e 'nosuch*'` used to write an empty trace without a word.
 #[test]
 fn a_pattern_that_matches_no_site_is_reported_with_the_nearest_names() {
-    require!("cc");
+    require!("cc", "sh");
     let dir = TempDir::new("unmatched-pattern");
     let exe = build(&dir, "prog", Some(&[]));
-    // With a trace (its sites are checked) and without one (the program's own table is).
-    for args in [&[][..], &["abort"][..]] {
-        let trace = dir.join("t.trace");
-        let _ = std::fs::remove_dir_all(&trace);
-        let out = run(cmd(
-            BOOTPROF,
-            ["run", "-e", "wrok*", "-e", "work", "-x", "*nosuch", "-o"],
-        )
-        .arg(&trace)
-        .arg("--")
-        .arg(&exe)
-        .args(args));
+    let other = dir.join("other");
+    std::fs::copy(&exe, &other).unwrap();
+    let (exe_, other_) = (exe.display(), other.display());
+    let session = dir.join("s");
+    let warning = |pattern: &str, from: &str, of: &str, nearest: &str| {
+        format!("bootprof: warning: pattern `{pattern}` ({from}) matched no site of {of}; nearest: {nearest}")
+    };
+    let both = format!("{exe_}; {other_}");
+    let of_exe = format!("{exe_} (3 sites)");
+    // (options, command, environment, warnings)
+    type Case<'a> = (Vec<&'a str>, Vec<&'a OsStr>, Env<'a>, Vec<String>);
+    let cases: Vec<Case> = vec![
+        // The sites of the session (the program's lane)...
+        (
+            vec!["-e", "wrok*", "-e", "work", "-x", "*nosuch"],
+            vec![exe.as_os_str()],
+            &[],
+            vec![
+                warning("wrok*", "-e", &of_exe, "work, early, main"),
+                warning("*nosuch", "-x", &of_exe, "work, early, main"),
+            ],
+        ),
+        // ... or, when it recorded nothing, of its own table.
+        (
+            vec!["-e", "wrok*,work"],
+            vec![exe.as_os_str()],
+            &[("DIE_EARLY", "kill")],
+            vec![warning("wrok*", "-e", &of_exe, "work, early, main")],
+        ),
+        // The runtime's own variable, inherited, stands for -e.
+        (
+            vec![],
+            vec![exe.as_os_str()],
+            &[("BOOTPROF_ENABLE", "mian")],
+            vec![warning(
+                "mian",
+                "BOOTPROF_ENABLE",
+                &of_exe,
+                "main, work, early",
+            )],
+        ),
+        // Every process of the session: the program named, then the others.
+        (
+            vec!["-e", "wrok*"],
+            vec!["sh".as_ref(), "-c".as_ref(), both.as_ref()],
+            &[],
+            vec![warning(
+                "wrok*",
+                "-e",
+                &format!("sh, {exe_}, {other_} (6 sites)"),
+                "work, early, main",
+            )],
+        ),
+    ];
+    for (options, command, env, expected) in cases {
+        let _ = std::fs::remove_dir_all(&session);
+        let mut c = cmd(BOOTPROF, ["run"]);
+        c.args(&options)
+            .arg("-o")
+            .arg(&session)
+            .arg("--")
+            .args(&command);
+        let out = run(c.envs(env.iter().copied()).current_dir(dir.path()));
         out.no_panic();
-        assert!(
-            out.stderr
-                .contains("pattern `wrok*` (-e) matches none of the 2 sites; nearest: work, main")
-                && out.stderr.contains("pattern `*nosuch` (-x) matches none"),
-            "{args:?}: {out}"
-        );
-        assert!(!out.stderr.contains("pattern `work`"), "{args:?}: {out}");
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .collect();
+        assert_eq!(warnings, expected, "{out}");
     }
 }

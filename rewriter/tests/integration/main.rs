@@ -11,6 +11,7 @@
 //! | [`benches`] | `benches/run --quick`: every benchmark suite builds and passes its checks |
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
+//! | [`srcline`] | `bootprof report --srcline`: file:line from DWARF, PIE or not; the note without -g |
 //! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
@@ -39,5 +40,6 @@ mod objdump;
 mod realworld;
 mod report;
 mod rust;
+mod srcline;
 mod structure;
 mod util;

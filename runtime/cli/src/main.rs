@@ -23,7 +23,7 @@ enum Command {
     /// when the program ends). The programs must have been linked by bootprof-link.
     Run(RunOptions),
     /// Print the probe-site table of a linked executable or shared object, and check that every
-    /// site holds its NOP (exit status 1 if one does not).
+    /// site holds its NOP (exit status 1 if one does not, or if the binary has no site table).
     List {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -63,6 +63,12 @@ enum Command {
         /// Chrome JSON gives each demangled function's symbol in its `args.symbol`).
         #[arg(long)]
         no_demangle: bool,
+        /// Text, summary and points formats: show the source file:line of each function (its
+        /// first line), probe and recorded stack frame, from the DWARF debug information of
+        /// each process's executable (build with -g). Sites of shared libraries, and single
+        /// trace files, are not covered; a note on stderr says what is not.
+        #[arg(long)]
+        srcline: bool,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -74,11 +80,15 @@ fn fail(e: impl std::fmt::Display) -> ! {
     std::process::exit(1);
 }
 
+/// Run by the C library before `main` (and so before Rust's start-up ignores SIGPIPE), to note
+/// whether SIGPIPE was ignored, for the programs `bootprof run` starts.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_SIGPIPE: extern "C" fn() = bootprof_report::signals::note_sigpipe_before_main;
+
 fn main() {
-    // Rust ignores SIGPIPE, so a write to a closed pipe (`bootprof list prog | head`) would fail
-    // with an error, and print's would panic. Like cat, die of SIGPIPE quietly instead.
-    // SAFETY: setting a signal's disposition to its default before any thread is started.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // A closed pipe ends bootprof as it ends cat: killed by SIGPIPE, quietly.
+    bootprof_report::signals::die_on_closed_pipe();
     let cli = Cli::parse();
     match cli.command {
         Command::Run(options) => match bootprof_report::run::run(options) {
@@ -113,6 +123,7 @@ fn main() {
             width,
             options: text,
             no_demangle,
+            srcline,
             file,
         } => {
             if text.is_some() && format != Format::Text {
@@ -123,6 +134,7 @@ fn main() {
                 width,
                 text: text.unwrap_or_default(),
                 demangle: !no_demangle,
+                srcline,
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {

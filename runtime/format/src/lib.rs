@@ -46,6 +46,12 @@ pub use code::{disabled_bytes, NOP5};
 
 /// Name of the site-table section (a C identifier, for `__start_`/`__stop_`).
 pub const SECTION_NAME: &str = "bootprof_sites";
+/// Start of a linked binary's table: defined by `bootprof-link`'s linker script fragment
+/// (`linker-scripts/bootprof-sites.inc`), even when the linker dropped every fragment
+/// (`--gc-sections`) and with them the section.
+pub const TABLE_START: &str = "__bootprof_sites_start";
+/// End of the table (equal to [`TABLE_START`] when the table is empty).
+pub const TABLE_STOP: &str = "__bootprof_sites_stop";
 /// First word of every fragment: `BPST` in little-endian byte order.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"BPST");
 /// Version of the fragment layout described here.

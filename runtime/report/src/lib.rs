@@ -29,16 +29,20 @@ pub mod input;
 pub mod intervals;
 pub mod latency;
 pub mod list;
+pub mod missing;
 pub mod model;
 pub mod perfetto;
 pub mod points;
 pub mod process;
 pub mod run;
 pub mod session;
+pub mod signals;
+pub mod srcline;
 pub mod summary;
 pub mod text;
 pub mod timeline;
 pub mod trace;
+pub mod unmatched;
 
 pub use error::{Error, Location, Result};
 pub use input::read_trace;
@@ -101,6 +105,16 @@ pub struct Options {
     pub text: text::TextOptions,
     /// Show C++ and Rust functions by their demangled names (`--no-demangle` turns it off).
     pub demangle: bool,
+    /// Text, summary and points: show the source file:line of each function, probe and frame
+    /// (see [`srcline`]).
+    pub srcline: bool,
+}
+
+impl Format {
+    /// Whether the format shows source lines (`--srcline`).
+    pub fn shows_srcline(self) -> bool {
+        matches!(self, Format::Text | Format::Summary | Format::Points)
+    }
 }
 
 impl Default for Options {
@@ -111,15 +125,29 @@ impl Default for Options {
             from_first_record: false,
             text: text::TextOptions::default(),
             demangle: true,
+            srcline: false,
         }
     }
 }
 
-/// Writes `trace` in `format` to `out`.
+/// Writes `trace` in `format` to `out` (with `options.srcline`, the source lines read, their
+/// notes left out: see [`write_report_with`]).
 pub fn write_report(
     trace: &Trace,
     format: Format,
     options: &Options,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let sources = options.srcline.then(|| srcline::SourceLines::of(trace));
+    write_report_with(trace, format, options, sources, out)
+}
+
+/// Writes `trace` in `format` to `out`, showing `sources` if given (and the format shows them).
+pub fn write_report_with(
+    trace: &Trace,
+    format: Format,
+    options: &Options,
+    sources: Option<srcline::SourceLines>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     if format == Format::Counts {
@@ -127,6 +155,9 @@ pub fn write_report(
         return counts::write(trace, out);
     }
     let mut model = model::Model::new(trace);
+    if let Some(sources) = sources.filter(|_| format.shows_srcline()) {
+        model.set_sources(sources);
+    }
     holds::blame(&mut model);
     match format {
         Format::Text => text::write_with(&model, &options.text, out),
@@ -149,6 +180,11 @@ pub fn report(
     output: Option<&Path>,
     options: &Options,
 ) -> Result<()> {
+    if options.srcline && !format.shows_srcline() {
+        return Err(Error::Usage(
+            "--srcline applies to --format text, summary and points only".into(),
+        ));
+    }
     if format == Format::Perfetto && output.is_none() && {
         use std::io::IsTerminal;
         std::io::stdout().is_terminal()
@@ -174,11 +210,17 @@ pub fn report(
             input.display()
         );
     }
+    let sources = options.srcline.then(|| srcline::SourceLines::of(&trace));
+    for note in sources.iter().flat_map(|s| &s.notes) {
+        eprintln!("bootprof: note: --srcline: {note}");
+    }
+    // Called once, by one of the two arms below.
+    let write = |out: &mut dyn Write| write_report_with(&trace, format, options, sources, out);
     match output {
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            let done = write_report(&trace, format, options, &mut out).and_then(|()| out.flush());
+            let done = write(&mut out).and_then(|()| out.flush());
             match done {
                 // `bootprof report t | head` is not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -209,7 +251,7 @@ pub fn report(
                             .open(tmp)
                     })?;
                 let mut out = std::io::BufWriter::with_capacity(1 << 16, tmp);
-                write_report(&trace, format, options, &mut out)?;
+                write(&mut out)?;
                 let tmp = out.into_inner().map_err(|e| e.into_error())?;
                 tmp.as_file().sync_all()?;
                 tmp.persist(path).map_err(|e| e.error)?;

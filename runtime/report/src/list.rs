@@ -45,6 +45,10 @@ pub struct Listing {
     pub file: String,
     /// Its sites, by address.
     pub sites: Vec<ListedSite>,
+    /// The table's section is gone but its bounds are there (equal): `bootprof-link` linked the
+    /// binary, and the linker dropped every fragment of the table with the functions that held
+    /// them (`--gc-sections`). The listing is empty.
+    pub dropped: bool,
 }
 
 /// Reads the site table of the binary at `path`.
@@ -83,6 +87,13 @@ pub fn list(path: &Path) -> Result<Listing> {
     let table = linked_sites(&elf, &image)
         .map_err(|e| Error::malformed_elf(at(Some(format::SECTION_NAME), None), e))?;
     let Some(table) = table else {
+        if has_table_bounds(&elf) {
+            return Ok(Listing {
+                file,
+                sites: Vec::new(),
+                dropped: true,
+            });
+        }
         return Err(Error::NoTable(at(None, None)));
     };
     let mut sites: Vec<ListedSite> = table
@@ -102,7 +113,22 @@ pub fn list(path: &Path) -> Result<Listing> {
         })
         .collect();
     sites.sort_by_key(|s| s.address);
-    Ok(Listing { file, sites })
+    Ok(Listing {
+        file,
+        sites,
+        dropped: false,
+    })
+}
+
+/// Whether `elf` defines the bounds `bootprof-link`'s linker script gives its table (a stripped
+/// binary has lost them).
+fn has_table_bounds(elf: &ElfFile64<LE>) -> bool {
+    use object::ObjectSymbol;
+    let defined = |name: &str| {
+        elf.symbols()
+            .any(|s| s.is_definition() && s.name() == Ok(name))
+    };
+    defined(format::TABLE_START) && defined(format::TABLE_STOP)
 }
 
 impl Listing {
@@ -154,7 +180,18 @@ impl Listing {
             );
         }
         let bad = self.sites.len() - self.nop_count();
-        if bad == 0 {
+        if self.sites.is_empty() {
+            let _ = writeln!(
+                out,
+                "0 sites: the site table is empty{}",
+                if self.dropped {
+                    " (the linker dropped every function that held a site, as --gc-sections \
+                     does with unused ones)"
+                } else {
+                    ""
+                }
+            );
+        } else if bad == 0 {
             let _ = writeln!(out, "{} sites, all hold their NOP", self.sites.len());
         } else {
             let _ = writeln!(

@@ -81,6 +81,9 @@ pub struct Model<'t> {
     /// The symbol of each function name that is a demangled one.
     symbols: HashMap<NameId, String>,
     mul: u64,
+    /// The source lines of the sites and frames (`--srcline`), and per name the distinct lines
+    /// of its sites.
+    sources: Option<(crate::srcline::SourceLines, HashMap<NameId, String>)>,
 }
 
 /// How far past the start of the nearest instrumented function below it an address of a recorded
@@ -167,6 +170,7 @@ impl<'t> Model<'t> {
             unknown: 0,
             symbols: HashMap::new(),
             mul: 1_000_000_000,
+            sources: None,
         };
         m.no_site = m.intern("-");
         m.unknown = m.intern("[unknown]");
@@ -277,6 +281,65 @@ impl<'t> Model<'t> {
     /// when two symbols demangle alike, as a C++ constructor's variants do).
     pub fn symbol(&self, id: NameId) -> Option<&str> {
         self.symbols.get(&id).map(String::as_str)
+    }
+
+    /// Shows `sources` (`--srcline`): the line of each site, of each name (the distinct lines
+    /// of the sites that carry it: a function's name its first line, a probe's or an
+    /// annotation's name the site's own), and of each frame.
+    pub fn set_sources(&mut self, sources: crate::srcline::SourceLines) {
+        let mut lines: HashMap<NameId, Vec<&str>> = HashMap::new();
+        for (i, site) in self.trace.sites.iter().enumerate() {
+            let i32 = i as u32;
+            let function = (self.site_func[i], sources.function(i32));
+            let own = (self.site_other[i], sources.site(i32));
+            for (name, line) in
+                [function, own]
+                    .into_iter()
+                    .take(if site.kind.is_hook() { 1 } else { 2 })
+            {
+                let Some(line) = line else {
+                    continue;
+                };
+                let known = lines.entry(name).or_default();
+                if !known.contains(&line) {
+                    known.push(line);
+                }
+            }
+        }
+        let by_name = lines
+            .into_iter()
+            .map(|(name, mut l)| {
+                l.sort_unstable();
+                (name, l.join(", "))
+            })
+            .collect();
+        self.sources = Some((sources, by_name));
+    }
+
+    /// Whether the source lines are shown (`--srcline`).
+    pub fn shows_sources(&self) -> bool {
+        self.sources.is_some()
+    }
+
+    /// `file:line` of site `site` (`--srcline`).
+    pub fn site_source(&self, site: u32) -> Option<&str> {
+        self.sources.as_ref()?.0.site(site)
+    }
+
+    /// `file:line` of the first instruction of the function holding site `site` (`--srcline`).
+    pub fn function_source(&self, site: u32) -> Option<&str> {
+        self.sources.as_ref()?.0.function(site)
+    }
+
+    /// `file:line` of the sites named `name`, comma-separated when they are several (`--srcline`).
+    pub fn name_source(&self, name: NameId) -> Option<&str> {
+        self.sources.as_ref()?.1.get(&name).map(String::as_str)
+    }
+
+    /// `file:line` of `address`, a frame of a stack recorded on `lane` (`--srcline`).
+    pub fn frame_source(&self, lane: usize, address: u64) -> Option<&str> {
+        let process = self.lanes[lane].process?;
+        self.sources.as_ref()?.0.frame(process, address)
     }
 
     /// The text of a name.

@@ -8,6 +8,9 @@
 //! load_config          2      1.500000        750000        500000       1000000
 //! ```
 //!
+//! With `--srcline`, a last column, `source`, gives the `file:line` of each region (a function's
+//! first line; an annotation's own), `-` when it is not known.
+//!
 //! A run counts when its frame closed by its own EXIT or was seen to have returned (see
 //! [`timeline`](crate::timeline)); frames still open when the trace ends are left out, as are
 //! waits and the copies of blamed threads' frames. A session of several processes gets a table
@@ -99,33 +102,49 @@ fn table(m: &Model, points: &[(NameId, Point)], out: &mut dyn Write) -> io::Resu
         .max()
         .unwrap_or(0)
         .max(4);
+    // `--srcline`: a last column, the source lines of the region's sites.
+    let source = |name: &str| {
+        if m.shows_sources() {
+            format!(" {name}")
+        } else {
+            String::new()
+        }
+    };
     writeln!(
         out,
-        "{:<width$} {:>10} {:>14} {:>13} {:>13} {:>13}",
-        "name", "count", "total ms", "avg ns", "min ns", "max ns"
+        "{:<width$} {:>10} {:>14} {:>13} {:>13} {:>13}{}",
+        "name",
+        "count",
+        "total ms",
+        "avg ns",
+        "min ns",
+        "max ns",
+        source("source")
     )?;
     let rule = |n: usize| "-".repeat(n);
     let line = format!(
-        "{} {} {} {} {} {}",
+        "{} {} {} {} {} {}{}",
         rule(width),
         rule(10),
         rule(14),
         rule(13),
         rule(13),
-        rule(13)
+        rule(13),
+        source(&rule(6))
     );
     writeln!(out, "{line}")?;
     for (name, p) in points {
         writeln!(
             out,
-            "{:<width$} {:>10} {:>7}.{:06} {:>13} {:>13} {:>13}",
+            "{:<width$} {:>10} {:>7}.{:06} {:>13} {:>13} {:>13}{}",
             m.text(*name),
             p.count,
             p.total / 1_000_000,
             p.total % 1_000_000,
             p.total / p.count.max(1),
             p.min,
-            p.max
+            p.max,
+            source(m.name_source(*name).unwrap_or("-"))
         )?;
     }
     writeln!(out, "{line}")

@@ -5,13 +5,13 @@
 //! `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
 //! for it as the tree's subreaper (writing how each process it reaps ended into its lane), and
 //! hands on its exit code and the session (with `--count`, after printing the hit counts its
-//! processes wrote).
+//! processes wrote). Then it says what went wrong, if something did: why no process recorded
+//! ([`crate::missing`]), which patterns matched no site ([`crate::unmatched`]).
 
 use crate::Trace;
 use bootprof_format::lane::{field, End, Keep, SessionHeader};
-use bootprof_format::pattern::{self, Pattern};
-use bootprof_format::Kind;
-use std::ffi::{OsStr, OsString};
+use bootprof_format::pattern;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// How enabled sites fire.
@@ -58,17 +58,20 @@ impl KeepArg {
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
     /// Patterns of the sites to enable (provider:name, or a function for hooks; `*`
-    /// wildcards at either end). Repeatable; default: every site.
+    /// wildcards at either end). Repeatable; default: the patterns of BOOTPROF_ENABLE when it
+    /// is set, else every site. A pattern that matches no site of the program (nor of the other
+    /// processes of its session) gets a warning naming the nearest sites; the program runs all
+    /// the same.
     #[arg(short = 'e', long = "enable", value_name = "PATTERN")]
     pub enable: Vec<String>,
     /// Patterns of sites never to enable, even when an --enable pattern matches them
-    /// (ftrace's set_ftrace_notrace). Repeatable.
+    /// (ftrace's set_ftrace_notrace). Repeatable; default: BOOTPROF_NOTRACE's, if set.
     #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
     pub notrace: Vec<String>,
     /// Patterns of sites whose every hit records its call stack (ftrace's stacktrace option):
     /// the site's address and the return addresses of its callers, at most 64, unwound by
     /// frame pointers (build with -fno-omit-frame-pointer). These sites are enabled too.
-    /// Repeatable.
+    /// Repeatable; default: BOOTPROF_STACKTRACE's, if set.
     #[arg(long = "stacktrace", value_name = "PATTERN")]
     pub stacktrace: Vec<String>,
     /// How enabled sites fire.
@@ -115,7 +118,8 @@ pub struct RunOptions {
 
 /// Runs the program in a new session and waits for it; returns its exit code (a shell's: 128 +
 /// signal when killed). A session without any process in it is reported on stderr.
-pub fn run(options: RunOptions) -> Result<i32, String> {
+pub fn run(mut options: RunOptions) -> Result<i32, String> {
+    let [enable_from, notrace_from, stacktrace_from] = inherit_selection(&mut options);
     // The patterns of --latency: their sites are enabled too, and checked for matching none.
     let mut latency_given: Vec<String> = Vec::new();
     if let Some(spec) = &options.latency {
@@ -162,6 +166,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         .env_remove("BOOTPROF_OUTPUT")
         .env_remove("BOOTPROF_RECORD");
     optional_environment(&mut cmd, &options);
+    crate::signals::pass_on(&mut cmd);
     let RunOptions {
         enable,
         notrace,
@@ -174,18 +179,20 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", command[0].to_string_lossy()))?;
+    let child = cmd.spawn().map_err(|e| {
+        // Nothing ran: no session either.
+        session.discard();
+        format!("cannot run {}: {e}", command[0].to_string_lossy())
+    })?;
     let root = child.id();
     session.started(root);
     let status = session.wait_for(root);
     session.finish(status);
     let lanes = session.lanes();
     let given = [
-        ("-e", &enable),
-        ("-x", &notrace),
-        ("--stacktrace", &stacktrace),
+        (enable_from, &enable),
+        (notrace_from, &notrace),
+        (stacktrace_from, &stacktrace),
         ("--latency", &latency_given),
     ];
     // The session, read once for all that is said of it below (and only if something is).
@@ -201,7 +208,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
         eprintln!(
             "bootprof: no process recorded into the session {}: {}",
             dir.display(),
-            why_no_trace(&command[0], status)
+            crate::missing::why_no_lane(&command[0], &status.to_string(), &dir)
         );
     } else if count {
         print_counts(&dir, lanes, read.as_ref());
@@ -213,7 +220,7 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
-    for line in unmatched_patterns(&given, trace, &command[0]) {
+    for line in crate::unmatched::unmatched_patterns(&given, trace, &command[0]) {
         eprintln!("bootprof: {line}");
     }
     if let (true, Some(trace)) = (latency.is_some(), trace) {
@@ -224,6 +231,32 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     Ok(match status {
         Status::Exit(code) => code,
         Status::Signal(sig) => 128 + sig,
+    })
+}
+
+/// Fills each of `options`' selection lists (-e, -x, --stacktrace) that was not given from the
+/// runtime's own variable (`BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_STACKTRACE`) when
+/// bootprof inherited it, as the program would without bootprof; returns where each list came
+/// from, for the warnings.
+fn inherit_selection(options: &mut RunOptions) -> [&'static str; 3] {
+    let lists = [
+        (&mut options.enable, "-e", "BOOTPROF_ENABLE"),
+        (&mut options.notrace, "-x", "BOOTPROF_NOTRACE"),
+        (
+            &mut options.stacktrace,
+            "--stacktrace",
+            "BOOTPROF_STACKTRACE",
+        ),
+    ];
+    lists.map(|(list, option, variable)| {
+        let inherited = std::env::var(variable).ok();
+        match inherited.filter(|v| list.is_empty() && !v.trim().is_empty()) {
+            Some(v) => {
+                list.push(v);
+                variable
+            }
+            None => option,
+        }
     })
 }
 
@@ -374,6 +407,16 @@ enum Status {
     Signal(i32),
 }
 
+impl std::fmt::Display for Status {
+    /// `exit status 3`, `killed by SIGKILL`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Status::Exit(c) => write!(f, "exit status {c}"),
+            Status::Signal(s) => write!(f, "killed by {}", crate::process::signal_name(s as u32)),
+        }
+    }
+}
+
 impl Status {
     fn of(raw: libc::c_int) -> Option<Status> {
         if libc::WIFEXITED(raw) {
@@ -434,6 +477,13 @@ impl Session {
         let mut s = Session { dir, file, header };
         s.write();
         Ok(s)
+    }
+
+    /// Removes the session directory and its session file, all there is before the program
+    /// runs.
+    fn discard(&self) {
+        let _ = std::fs::remove_file(self.dir.join("session"));
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
     fn write(&mut self) {
@@ -543,205 +593,4 @@ impl Session {
 /// The kernel's boot id, as lanes store it.
 fn boot_id() -> [u8; 16] {
     crate::session::current_boot_id().unwrap_or_default()
-}
-
-/// Why `program`, which ended with `status`, left no lane in its session: the program has no
-/// site table, or no runtime to record with; else it ended before the runtime started.
-fn why_no_trace(program: &OsStr, status: Status) -> String {
-    let Some(path) = find_program(program) else {
-        return format!("`{}` was not found to check it", program.to_string_lossy());
-    };
-    match crate::list::list(&path) {
-        Err(e) => e.to_string(),
-        Ok(_) if !has_runtime(&path) => format!(
-            "{} has a site table but no bootprof runtime to record with (it was linked with \
-             --no-runtime, or is a Rust program that does not depend on bootprof-runtime)",
-            path.display()
-        ),
-        Ok(_) => format!(
-            "the program ({}) ended before its runtime started recording",
-            match status {
-                Status::Exit(c) => format!("exit status {c}"),
-                Status::Signal(s) => format!("killed by {}", crate::process::signal_name(s as u32)),
-            }
-        ),
-    }
-}
-
-/// `program` as the system finds it: a path when it holds a `/`, else the first match in `PATH`.
-fn find_program(program: &OsStr) -> Option<PathBuf> {
-    let p = Path::new(program);
-    if program.as_encoded_bytes().contains(&b'/') {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(p))
-        .find(|c| c.is_file())
-}
-
-/// Whether the binary at `path` defines `bootprof_register`, the runtime's entry point.
-fn has_runtime(path: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(path) else {
-        return false;
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return false;
-    };
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .any(|s| s.is_definition() && s.name() == Ok("bootprof_register"))
-}
-
-/// A site as patterns see it (`bootprof_format::pattern::site_matches`): probes by
-/// `provider:name`, hooks and the `BOOTPROF_ENTER()`/`EXIT()` annotations (provider `bootprof`)
-/// by their function, symbol or demangled name.
-struct SiteName {
-    match_name: String,
-    provider: String,
-    function: String,
-    demangled: String,
-}
-
-impl SiteName {
-    fn new(kind: Kind, provider: &str, name: &str, symbol: &str, demangled: Option<&str>) -> Self {
-        SiteName {
-            match_name: if kind.is_hook() {
-                symbol.to_string()
-            } else {
-                format!("{provider}:{name}")
-            },
-            provider: provider.to_string(),
-            function: symbol.to_string(),
-            demangled: demangled.unwrap_or_default().to_string(),
-        }
-    }
-
-    fn matches(&self, p: &Pattern) -> bool {
-        pattern::site_matches(
-            p,
-            &self.match_name,
-            &self.provider,
-            &self.function,
-            &self.demangled,
-        )
-    }
-
-    /// The names a pattern may have been meant for: the match name, and the function's (its
-    /// demangled name if it has one) for hooks and annotations.
-    fn names(&self) -> impl Iterator<Item = &str> {
-        let by_function = self.provider.is_empty() || self.provider == "bootprof";
-        let function = if self.demangled.is_empty() {
-            &self.function
-        } else {
-            &self.demangled
-        };
-        std::iter::once(self.match_name.as_str())
-            .chain(by_function.then_some(function.as_str()))
-            .filter(|n| !n.is_empty())
-    }
-}
-
-/// The sites the patterns were applied to: those of the trace (every object that registered,
-/// shared libraries included), or, without a trace, those of the program's own table.
-fn site_names(trace: Option<&Trace>, program: &OsStr) -> Vec<SiteName> {
-    if let Some(t) = trace {
-        return t
-            .sites
-            .iter()
-            .map(|s| {
-                let (symbol, demangled) = match &s.symbol {
-                    Some(symbol) => (symbol.as_str(), Some(s.function.as_str())),
-                    None => (s.function.as_str(), None),
-                };
-                SiteName::new(s.kind, &s.provider, &s.name, symbol, demangled)
-            })
-            .collect();
-    }
-    let Some(listing) = find_program(program).and_then(|p| crate::list::list(&p).ok()) else {
-        return Vec::new();
-    };
-    listing
-        .sites
-        .iter()
-        .map(|s| {
-            let provider = s.provider.as_deref().unwrap_or("");
-            let symbol = s.function.as_deref().unwrap_or("");
-            let demangled = s
-                .demangled
-                .clone()
-                .or_else(|| bootprof_format::demangle::demangle(symbol));
-            SiteName::new(s.kind, provider, &s.name, symbol, demangled.as_deref())
-        })
-        .collect()
-}
-
-/// One line for each pattern `given` with an option (`-e`, `-x`, `--stacktrace`) that matched
-/// none of the program's sites, with the nearest names; nothing when the sites cannot be read.
-fn unmatched_patterns(
-    given: &[(&str, &Vec<String>)],
-    trace: Option<&Trace>,
-    program: &OsStr,
-) -> Vec<String> {
-    if given.iter().all(|(_, texts)| texts.is_empty()) {
-        return Vec::new();
-    }
-    let sites = site_names(trace, program);
-    if sites.is_empty() {
-        return Vec::new();
-    }
-    let mut lines = Vec::new();
-    for &(option, texts) in given {
-        for text in texts.iter() {
-            // A pattern that does not parse is the runtime's to report.
-            let Ok(patterns) = pattern::parse_list(text) else {
-                continue;
-            };
-            let texts = text.split(',').map(str::trim).filter(|t| !t.is_empty());
-            for (p, text) in patterns.iter().zip(texts) {
-                if sites.iter().any(|s| s.matches(p)) {
-                    continue;
-                }
-                lines.push(format!(
-                    "pattern `{text}` ({option}) matches none of the {} sites; nearest: {}",
-                    sites.len(),
-                    nearest(p, &sites).join(", ")
-                ));
-            }
-        }
-    }
-    lines
-}
-
-/// The three site names closest to `p` (edit distance from the pattern's literal text to the
-/// part of the name it would have to match).
-fn nearest(p: &Pattern, sites: &[SiteName]) -> Vec<String> {
-    let literal = match p {
-        Pattern::Exact(s) | Pattern::Prefix(s) | Pattern::Suffix(s) | Pattern::Contains(s) => s,
-        Pattern::Any => return Vec::new(),
-    };
-    let distance = |name: &str| -> usize {
-        let chars: Vec<char> = name.chars().collect();
-        let n = literal.chars().count().min(chars.len());
-        let part = |from: usize| chars[from..from + n].iter().collect::<String>();
-        match p {
-            Pattern::Prefix(_) => strsim::levenshtein(literal, &part(0)),
-            Pattern::Suffix(_) => strsim::levenshtein(literal, &part(chars.len() - n)),
-            Pattern::Contains(_) => (0..=chars.len() - n)
-                .map(|i| strsim::levenshtein(literal, &part(i)))
-                .min()
-                .unwrap_or(usize::MAX),
-            _ => strsim::levenshtein(literal, name),
-        }
-    };
-    let mut names: Vec<&str> = sites.iter().flat_map(SiteName::names).collect();
-    names.sort_unstable();
-    names.dedup();
-    let mut scored: Vec<(usize, &str)> = names.into_iter().map(|n| (distance(n), n)).collect();
-    scored.sort_unstable();
-    scored
-        .into_iter()
-        .take(3)
-        .map(|(_, n)| n.to_string())
-        .collect()
 }

@@ -8,6 +8,8 @@
 //! frame on a thread); self time is a frame's time minus the frames directly inside it,
 //! waits included. Both include frames still open when the trace ends, and leave out the
 //! copies of blamed threads' frames (those are the holder's own time, counted there).
+//!
+//! With `--srcline`, each function and event is followed by its `file:line` in brackets.
 
 use crate::model::{millis, Model, NameId};
 use crate::timeline::{self, Closed, Frame, FrameKind, Sink};
@@ -155,6 +157,14 @@ fn processes(m: &Model, totals: &Totals, out: &mut dyn Write) -> io::Result<()> 
     Ok(())
 }
 
+/// What `--srcline` adds after a function's or an event's name: ` [file:line]` (several,
+/// comma-separated, when sites of that name are in several places), when known.
+fn source(m: &Model, name: NameId) -> String {
+    m.name_source(name)
+        .map(|line| format!(" [{line}]"))
+        .unwrap_or_default()
+}
+
 /// Writes the summary, showing `options.top` rows per table.
 pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Result<()> {
     let h = &m.trace.header;
@@ -204,11 +214,12 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         for (name, u) in totals.top(m, options.top, key) {
             writeln!(
                 out,
-                "  {:>14}  {:>14}  {:>10}  {}",
+                "  {:>14}  {:>14}  {:>10}  {}{}",
                 millis(u.inclusive),
                 millis(u.self_time),
                 u.calls,
-                m.text(name)
+                m.text(name),
+                source(m, name)
             )?;
         }
     }
@@ -217,7 +228,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     writeln!(out, "\nevents")?;
     writeln!(out, "  {:>10}  name", "count")?;
     for (name, count) in events.iter().take(options.top) {
-        writeln!(out, "  {count:>10}  {}", m.text(*name))?;
+        writeln!(out, "  {count:>10}  {}{}", m.text(*name), source(m, *name))?;
     }
     if events.len() > options.top {
         writeln!(out, "  ... and {} more", events.len() - options.top)?;

@@ -22,6 +22,11 @@
 //! address in hex when no instrumented function holds it (with `sym-addr`, ` <0xADDRESS>` after
 //! the name). `raw` and `hex` show the FRAME records as they are instead.
 //!
+//! With `--srcline`, each name is followed by its source line, ` [file:line]`: a function's
+//! (ENTER, EXIT) its first line, a probe's or an annotation's the site's own; and each frame of
+//! a recorded stack by its own (for a return address, its call's): `f [prog.c:12] <-main`,
+//! `EVENT app:step [prog.c:20] arg=0x1`, ` => f+0x20 [prog.c:14]`.
+//!
 //! A session of several processes adds a TGID column (the process id, as ftrace's `record-tgid`
 //! option does), a header line per process (its parent, how it ended, its records and losses)
 //! and a `PROCESS END` line where each process ended (`exit 0`, `killed by SIGSEGV`, ...); a
@@ -211,6 +216,7 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
                     if options.sym_addr {
                         write!(out, " <{:#x}>", f.arg)?;
                     }
+                    source_suffix(out, m.frame_source(lane, f.arg))?;
                     out.write_all(b"\n")?;
                 }
             }
@@ -245,6 +251,7 @@ fn record_text(
             if m.is_hook(r) {
                 let site = &m.trace.sites[r.site as usize];
                 symbol_suffix(out, options, u64::from(site.func_offset), site.address)?;
+                source_suffix(out, m.function_source(r.site))?;
                 if r.arg != 0 && options.print_parent {
                     match m.function_start_at(lane, r.arg) {
                         Some((start, p)) => {
@@ -254,8 +261,11 @@ fn record_text(
                         None => write!(out, " <-{:#x}", r.arg)?,
                     }
                 }
-            } else if let Some(&p) = stack.last().filter(|_| options.print_parent) {
-                write!(out, " <-{}", m.text(p))?;
+            } else {
+                source_suffix(out, m.function_source(r.site))?;
+                if let Some(&p) = stack.last().filter(|_| options.print_parent) {
+                    write!(out, " <-{}", m.text(p))?;
+                }
             }
             if stack.len() < MAX_DEPTH {
                 stack.push(name);
@@ -266,16 +276,34 @@ fn record_text(
             if let Some(i) = stack.iter().rposition(|&n| n == name) {
                 stack.truncate(i);
             }
-            writeln!(out, "EXIT {text}")?;
+            write!(out, "EXIT {text}")?;
+            source_suffix(out, m.function_source(r.site))?;
+            out.write_all(b"\n")?;
         }
-        RecordKind::Event => writeln!(out, "EVENT {text} arg={:#x}", r.arg)?,
+        RecordKind::Event => {
+            write!(out, "EVENT {text}")?;
+            source_suffix(out, m.site_source(r.site))?;
+            writeln!(out, " arg={:#x}", r.arg)?
+        }
         RecordKind::Thread if r.site == bootprof_format::trace::NO_SITE => {
             let l = &m.lanes[lane];
             writeln!(out, "THREAD {}", l.name.as_deref().unwrap_or("-"))?
         }
-        kind => writeln!(out, "{} {text}", kind.name())?,
+        kind => {
+            write!(out, "{} {text}", kind.name())?;
+            source_suffix(out, m.site_source(r.site))?;
+            out.write_all(b"\n")?
+        }
     }
     Ok(())
+}
+
+/// What `--srcline` adds after a name: ` [file:line]`, when the line is known.
+fn source_suffix(out: &mut Vec<u8>, line: Option<&str>) -> io::Result<()> {
+    match line {
+        Some(line) => write!(out, " [{line}]"),
+        None => Ok(()),
+    }
 }
 
 /// What `sym-offset` and `sym-addr` add after a function's name: `+0xOFFSET`, ` <0xADDRESS>`.

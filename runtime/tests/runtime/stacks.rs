@@ -132,7 +132,7 @@ fn run_traced(w: &Work, exe: &Path, name: &str, mode: &str) -> (bootprof_report:
     let o = cmd.arg("--").arg(exe).arg("3").output().unwrap();
     let seen = Seen::parse(&ok(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!stderr.contains("matches none"), "{stderr}");
+    assert!(!stderr.contains("matched no site"), "{stderr}");
     (bootprof_report::read_trace(&dir).unwrap(), seen)
 }
 
