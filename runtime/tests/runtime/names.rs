@@ -221,7 +221,8 @@ fn patterns_match_demangled_names() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains(
-            "pattern `geo::Circel::*` (-e) matches none of the 14 sites; nearest: geo::Circle::"
+            "pattern `geo::Circel::*` (-e) matched no site of ./shapes (14 sites); nearest: \
+             geo::Circle::area() const, geo::Circle::~Circle(), "
         ),
         "{stderr}"
     );
