@@ -106,7 +106,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         };
         let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
         let latency = crate::latency::role(
-            |p| site::names_match(match_name, provider, function, demangled, p),
+            |p| format::pattern::site_matches(p, match_name, provider, function, demangled),
             rec_kind,
         );
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {

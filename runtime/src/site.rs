@@ -30,17 +30,6 @@ pub(crate) const ENABLING_CALL: u8 = 3;
 /// `int3` is on the first byte on the way from call mode to disabled.
 pub(crate) const DISABLING_CALL: u8 = 4;
 
-/// [`SiteRec::matches`] for a site of these names (one still being made).
-pub(crate) fn names_match(
-    match_name: &str,
-    provider: &str,
-    function: &str,
-    demangled: &str,
-    pattern: &Pattern,
-) -> bool {
-    bootprof_format::pattern::site_matches(pattern, match_name, provider, function, demangled)
-}
-
 /// One site of a loaded object.
 pub struct SiteRec {
     /// Unique, in registration order: the probe id handlers see.
@@ -120,12 +109,12 @@ impl SiteRec {
     /// demangled name) for hooks, and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations,
     /// whose region is their function.
     pub fn matches(&self, pattern: &Pattern) -> bool {
-        names_match(
+        bootprof_format::pattern::site_matches(
+            pattern,
             self.match_name,
             self.provider,
             self.function,
             self.demangled,
-            pattern,
         )
     }
 

@@ -131,6 +131,16 @@ fn has_table_bounds(elf: &ElfFile64<LE>) -> bool {
     defined(format::TABLE_START) && defined(format::TABLE_STOP)
 }
 
+impl ListedSite {
+    /// The demangled name of the function `symbol`: the one its table stores, or, for a table
+    /// linked before tables stored them, demangled here.
+    pub fn demangled_name(stored: &Option<String>, symbol: &str) -> Option<String> {
+        stored
+            .clone()
+            .or_else(|| format::demangle::demangle(symbol))
+    }
+}
+
 impl Listing {
     /// Shows each function by its demangled name (the table's, or, for a table linked before
     /// it stored them, demangled here), keeping its symbol in [`ListedSite::symbol`].
@@ -142,11 +152,7 @@ impl Listing {
             if s.symbol.is_some() {
                 continue;
             }
-            let demangled = s
-                .demangled
-                .clone()
-                .or_else(|| format::demangle::demangle(function));
-            if let Some(d) = demangled {
+            if let Some(d) = ListedSite::demangled_name(&s.demangled, function) {
                 s.symbol = s.function.replace(d);
             }
         }

@@ -77,10 +77,7 @@ fn site_names(trace: Option<&Trace>, program: &OsStr) -> Option<Vec<SiteName>> {
     let sites = listing.sites.iter().map(|s| {
         let provider = s.provider.as_deref().unwrap_or("");
         let symbol = s.function.as_deref().unwrap_or("");
-        let demangled = s
-            .demangled
-            .clone()
-            .or_else(|| bootprof_format::demangle::demangle(symbol));
+        let demangled = crate::list::ListedSite::demangled_name(&s.demangled, symbol);
         SiteName::new(s.kind, provider, &s.name, symbol, demangled.as_deref())
     });
     Some(sites.collect())
