@@ -621,6 +621,38 @@ fn flamechart_rectangles_match_the_durations() {
 
 /// `--from-first-record`: the chart's time zero is the first record, not the start of recording;
 /// frames keep their durations and move left by the same amount.
+/// `--width` sets the chart's width; a width the chart cannot be drawn at (under 300 pixels, the
+/// chart's own lower bound, or over a million) is refused and writes nothing.
+#[test]
+fn flamechart_width_is_given_and_bad_widths_are_refused() {
+    let dir = TempDir::new("report-width");
+    let trace = small_boot().write(&dir, "boot.trace");
+    let wide = run(cmd(
+        BOOTPROF,
+        ["report", "--format", "flamechart", "--width", "2400"],
+    )
+    .arg(&trace))
+    .ok();
+    assert_eq!(attr(&wide.stdout, "width").as_deref(), Some("2400"));
+    for bad in ["299", "1000001", "wide"] {
+        let svg = dir.join("bad.svg");
+        let out = run(cmd(
+            BOOTPROF,
+            ["report", "--format", "flamechart", "--width", bad, "-o"],
+        )
+        .arg(&svg)
+        .arg(&trace));
+        out.no_panic();
+        assert_eq!(out.code, Some(2), "{bad}: {out}");
+        assert!(
+            out.stderr
+                .contains(&format!("invalid value '{bad}' for '--width <PIXELS>'")),
+            "{bad}: {out}"
+        );
+        assert!(!svg.exists(), "{bad}");
+    }
+}
+
 #[test]
 fn flamechart_from_the_first_record() {
     use RecordKind::*;

@@ -52,7 +52,7 @@ enum Command {
         /// Flame chart: its width in pixels (frames narrower than 0.1 pixel are left out, so a
         /// wider chart holds finer detail to zoom into).
         #[arg(long, value_name = "PIXELS", default_value_t = 1200,
-              value_parser = clap::value_parser!(u32).range(200..=1_000_000))]
+              value_parser = clap::value_parser!(u32).range(300..=1_000_000))]
         width: u32,
         /// Text format: ftrace's trace options, comma-separated, `no` before a name to turn it
         /// off: print-parent (on), sym-offset, sym-addr, raw, hex, context-info (on),
