@@ -653,6 +653,32 @@ fn flamechart_width_is_given_and_bad_widths_are_refused() {
     }
 }
 
+/// A Perfetto trace is binary: written to a terminal it is refused (with the way to get it), and
+/// nothing is written; to a pipe or a file it is written. The terminal is a pseudo-terminal that
+/// `script` (util-linux) gives the command.
+#[test]
+fn perfetto_is_not_written_to_a_terminal() {
+    crate::util::require!("script");
+    let dir = TempDir::new("report-perfetto-tty");
+    let trace = small_boot().write(&dir, "boot.trace");
+    let command = format!(
+        "{} report --format perfetto {}",
+        Path::new(&BOOTPROF).display(),
+        trace.display()
+    );
+    let out = run(cmd("script", ["-qec", &command, "/dev/null"]));
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        out.stdout.contains(
+            "bootprof: error: --format perfetto writes a binary file: give -o FILE, or redirect \
+             standard output"
+        ),
+        "{out}"
+    );
+    let piped = report(&trace, "perfetto");
+    assert!(!piped.stdout.is_empty());
+}
+
 #[test]
 fn flamechart_from_the_first_record() {
     use RecordKind::*;
