@@ -15,7 +15,7 @@
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
-//! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
+//! | [`realworld`] | bzip2, lz4, jsoncpp and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |
 //!
