@@ -106,9 +106,11 @@ pub struct SiteInfo {
     pub name: &'static str,
     /// Enclosing function.
     pub function: &'static str,
+    /// Its demangled name (C++ or Rust), empty when the symbol is not mangled.
+    pub demangled: &'static str,
     /// Offset in the function.
     pub func_offset: u32,
-    /// What patterns match against.
+    /// What patterns match against (and, for hooks, the demangled name).
     pub match_name: &'static str,
     /// None when disabled.
     pub mode: Option<Mode>,
@@ -128,6 +130,7 @@ pub fn sites() -> Vec<SiteInfo> {
             provider: s.provider,
             name: s.name,
             function: s.function,
+            demangled: s.demangled,
             func_offset: s.func_offset,
             match_name: s.match_name,
             mode: s.mode(),

@@ -66,7 +66,7 @@ pub(crate) fn table() -> String {
     let rows = table::rows(sites().iter().filter(|s| counted(s)).map(|s| Row {
         hits: s.hits.load(Ordering::Relaxed),
         kind: s.kind,
-        site: table::site_name(s.kind, s.provider, s.name, s.function),
+        site: table::site_name(s.kind, s.provider, s.name, s.function_name()),
     }));
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     // SAFETY: getpid has no preconditions.

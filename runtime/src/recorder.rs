@@ -447,7 +447,9 @@ pub fn points_table() -> String {
         if count == 0 {
             continue;
         }
-        let e = by_name.entry(s.function).or_insert((0, 0, u64::MAX, 0));
+        let e = by_name
+            .entry(s.function_name())
+            .or_insert((0, 0, u64::MAX, 0));
         e.0 += count;
         e.1 += s.point.total.load(Ordering::Relaxed);
         e.2 = e.2.min(s.point.min.load(Ordering::Relaxed));

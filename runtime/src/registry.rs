@@ -87,6 +87,8 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         let (name, c_name) = unsafe { static_str(site.name) };
         // SAFETY: as above.
         let (function, c_function) = unsafe { static_str(site.function) };
+        // SAFETY: as above.
+        let (demangled, _) = unsafe { static_str(site.demangled) };
         let match_name: &'static str = if site.kind.is_hook() {
             function
         } else {
@@ -104,7 +106,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         };
         let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
         let latency = crate::latency::role(
-            |p| site::names_match(match_name, provider, function, p),
+            |p| site::names_match(match_name, provider, function, demangled, p),
             rec_kind,
         );
         let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
@@ -117,6 +119,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             provider,
             name,
             function,
+            demangled,
             func_offset: site.func_offset,
             match_name,
             c_provider,

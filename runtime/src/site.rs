@@ -35,9 +35,10 @@ pub(crate) fn names_match(
     match_name: &str,
     provider: &str,
     function: &str,
+    demangled: &str,
     pattern: &Pattern,
 ) -> bool {
-    pattern.matches(match_name) || (provider == "bootprof" && pattern.matches(function))
+    bootprof_format::pattern::site_matches(pattern, match_name, provider, function, demangled)
 }
 
 /// One site of a loaded object.
@@ -60,6 +61,8 @@ pub struct SiteRec {
     pub name: &'static str,
     /// Enclosing function (empty if unknown).
     pub function: &'static str,
+    /// Its demangled name (empty if it is not a mangled name).
+    pub demangled: &'static str,
     /// Offset in the function.
     pub func_offset: u32,
     /// What patterns match: `provider:name` for probes, the function for hooks.
@@ -113,11 +116,27 @@ impl SiteRec {
         self.form.len()
     }
 
-    /// Whether `pattern` selects this site: by `provider:name` for probes, by function for hooks,
-    /// and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations, whose region is their
-    /// function.
+    /// Whether `pattern` selects this site: by `provider:name` for probes, by function (symbol or
+    /// demangled name) for hooks, and by either for the `BOOTPROF_ENTER()`/`EXIT()` annotations,
+    /// whose region is their function.
     pub fn matches(&self, pattern: &Pattern) -> bool {
-        names_match(self.match_name, self.provider, self.function, pattern)
+        names_match(
+            self.match_name,
+            self.provider,
+            self.function,
+            self.demangled,
+            pattern,
+        )
+    }
+
+    /// The function's name as the tables printed at exit show it: demangled if it has a
+    /// demangled name, else the symbol.
+    pub fn function_name(&self) -> &'static str {
+        if self.demangled.is_empty() {
+            self.function
+        } else {
+            self.demangled
+        }
     }
 
     /// Whether a hit's record is followed by its call stack.
@@ -373,6 +392,7 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         provider: "",
         name: "",
         function: "",
+        demangled: "",
         func_offset: 0,
         match_name: "",
         c_provider: std::ptr::null(),

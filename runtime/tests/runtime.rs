@@ -11,6 +11,10 @@ use std::sync::OnceLock;
 mod count;
 #[path = "runtime/latency.rs"]
 mod latency;
+#[path = "runtime/names.rs"]
+mod names;
+#[path = "runtime/perfetto.rs"]
+mod perfetto;
 #[path = "runtime/stacks.rs"]
 mod stacks;
 
@@ -1507,21 +1511,23 @@ fn session_files_are_never_written_through_a_planted_symlink() {
     );
 }
 
+/// A session `s` in `w` of two `-pg -mfentry` processes (entries only: each process's last frames
+/// are still open when it ends), 0.2 s apart, read back.
+fn entries_only_session(w: &Work) -> bootprof_report::Trace {
+    let exe = w.build("calls", &["calls.c"], &["-pg", "-mfentry"], &[]);
+    let script = format!("{0}; sleep 0.2; {0}", exe.display());
+    let (t, _) = session_of(w, "s", &["sh", "-c", &script], &[("BOOTPROF_MODE", "call")]);
+    assert_eq!(t.processes.len(), 2);
+    t
+}
+
 /// In a session of `-pg -mfentry` processes (entries only, so each process's last frames are
 /// still open when it ends), every frame closes by the end of its own process, not at the end of
 /// the session.
 #[test]
 fn open_frames_close_where_their_process_ended() {
     let w = Work::new("open-frames");
-    let exe = w.build("calls", &["calls.c"], &["-pg", "-mfentry"], &[]);
-    let script = format!("{0}; sleep 0.2; {0}", exe.display());
-    let (t, _) = session_of(
-        &w,
-        "s",
-        &["sh", "-c", &script],
-        &[("BOOTPROF_MODE", "call")],
-    );
-    assert_eq!(t.processes.len(), 2);
+    let t = entries_only_session(&w);
     let chrome: serde_json::Value =
         serde_json::from_str(&report_of(&w.path("s"), "chrome")).unwrap();
     let events = chrome["traceEvents"].as_array().unwrap();

@@ -75,9 +75,16 @@ NOT_TRACED int main(int argc, char **argv) {
         done = n;
     } else if (!strcmp(argv[1], "growing")) {
         double end = now_ms() + atof(argv[2]) * 1e3;
-        /* Each request 1 ms longer than the last: every one a new longest, unless a hiccup of
-         * a busy machine stretched an earlier one. */
-        for (double ms = 1; now_ms() < end; ms += 1) request(done++, ms);
+        /* Each request 1 ms longer than the longest so far as measured here, around the probes
+         * (so at least as long as the runtime measures it): every one a new longest, even when
+         * a busy machine stretches one. */
+        double longest = 0;
+        while (now_ms() < end) {
+            double start = now_ms();
+            request(done++, longest + 1);
+            double took = now_ms() - start;
+            if (took > longest) longest = took;
+        }
     } else if (!strcmp(argv[1], "frames")) {
         long n = atol(argv[2]);
         for (long i = 0; i < n; i++) {

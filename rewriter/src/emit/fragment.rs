@@ -164,6 +164,7 @@ fn fragment(
     };
     let mut bytes = vec![0u8; entries_end];
     let mut relas = Vec::with_capacity(list.len() * 2);
+    let mut names_of = HashMap::new();
     for (i, s) in list.iter().enumerate() {
         let e = HEADER_SIZE + i * ENTRY_SIZE;
         let func_offset = u32::try_from(s.func_offset).unwrap_or(u32::MAX);
@@ -184,6 +185,9 @@ fn fragment(
         set(field::NAME, intern(name));
         if !s.function.is_empty() {
             set(field::FUNCTION, intern(&s.function));
+            if let Some(d) = demangled(&mut names_of, &s.function) {
+                set(field::DEMANGLED, intern(d.as_bytes()));
+            }
         }
         relas.push(pc32(e + field::SITE, text_symbol, s.offset as i64));
         let (target, addend) = target_of(s);
@@ -196,4 +200,19 @@ fn fragment(
     let size = bytes.len() as u32;
     bytes[..HEADER_SIZE].copy_from_slice(&format::encode_header(list.len() as u32, size));
     (bytes, relas)
+}
+
+/// The demangled name of the function `symbol` (C++ or Rust; `None` for a C name), demangled
+/// once per fragment: a function's sites share one fragment.
+fn demangled<'c>(
+    cache: &'c mut HashMap<Vec<u8>, Option<String>>,
+    symbol: &[u8],
+) -> Option<&'c str> {
+    cache
+        .entry(symbol.to_vec())
+        .or_insert_with(|| {
+            let symbol = std::str::from_utf8(symbol).ok()?;
+            format::demangle::demangle(symbol)
+        })
+        .as_deref()
 }

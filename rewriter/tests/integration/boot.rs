@@ -3,7 +3,7 @@
 //! their durations, read from the SVG's numbers (the sleeps in the program are lower bounds).
 
 use crate::util::{cmd, link_bin, repo_root, run, Out, TempDir, BOOTPROF};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `bootprof run -o TRACE -- EXE`.
 fn record(exe: &Path, trace: &Path) -> Out {
@@ -54,9 +54,8 @@ fn frames(svg: &str) -> Vec<(String, f64, f64, f64)> {
     out
 }
 
-#[test]
-fn boot_example_flame_chart_shows_each_phase_and_the_blamed_worker() {
-    let dir = TempDir::new("boot-chart");
+/// examples/boot, compiled and linked by bootprof-link into `dir`.
+pub fn build(dir: &TempDir) -> PathBuf {
     let obj = dir.join("boot.o");
     run(cmd("cc", ["-O2", "-pthread", "-c", "-I"])
         .arg(repo_root().join("runtime/include"))
@@ -69,6 +68,13 @@ fn boot_example_flame_chart_shows_each_phase_and_the_blamed_worker() {
         .arg(&exe)
         .arg(&obj))
     .ok();
+    exe
+}
+
+#[test]
+fn boot_example_flame_chart_shows_each_phase_and_the_blamed_worker() {
+    let dir = TempDir::new("boot-chart");
+    let exe = build(&dir);
     let trace = dir.join("boot.trace");
     let o = record(&exe, &trace);
     assert_eq!(o.stdout, "booted with 3 settings\n");

@@ -21,8 +21,12 @@ pub struct Site {
     pub provider: Option<String>,
     #[serde(deserialize_with = "text")]
     pub name: String,
+    /// As people read it: demangled for C++ and Rust.
     #[serde(deserialize_with = "text")]
     pub function: String,
+    /// As the object files name it (the same as `function` for C).
+    #[serde(deserialize_with = "text")]
+    pub symbol: String,
     pub func_offset: u64,
     pub nop: bool,
 }
@@ -50,8 +54,8 @@ fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error>
 }
 
 impl Listing {
-    /// The sites as `(kind, form, function, func_offset)`, sorted: what two builds of the same
-    /// objects must agree on.
+    /// The sites as `(kind, form, function symbol, func_offset)`, sorted: what two builds of the
+    /// same objects must agree on.
     pub fn identities(&self) -> Vec<(String, String, String, u64)> {
         let mut v: Vec<_> = self
             .sites
@@ -60,7 +64,7 @@ impl Listing {
                 (
                     s.kind.clone(),
                     s.form.clone(),
-                    s.function.clone(),
+                    s.symbol.clone(),
                     s.func_offset,
                 )
             })
@@ -105,7 +109,7 @@ fn listing_reads_the_documented_example() {
     // members the listing does not read.
     let doc = r#"{"file": "a\"b", "count": 1, "nop_ok": 1, "sites": [{"address": 4409,
         "file_offset": 4409, "kind": "probe", "form": "call", "len": 5, "provider": null,
-        "name": "st\"art", "function": null, "func_offset": 20, "nop": true,
+        "name": "st\"art", "function": null, "symbol": null, "func_offset": 20, "nop": true,
         "x": [], "y": {}, "z": -1.5e3}]}"#;
     let listing = parse_listing(doc).unwrap();
     assert_eq!((listing.count, listing.nop_ok), (1, 1));
@@ -120,6 +124,7 @@ fn listing_reads_the_documented_example() {
             provider: None,
             name: "st\"art".into(),
             function: String::new(),
+            symbol: String::new(),
             func_offset: 20,
             nop: true,
         }]

@@ -17,6 +17,7 @@
 //! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`realworld`] | bzip2, lz4, jsoncpp and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
+//! | [`flamechart_script`] | the flame chart's zoom, reset and search, driven in headless Chromium |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |
 //!
 //! Set `BOOTPROF_TEST_KEEP=1` to keep the temporary directories.
@@ -29,6 +30,7 @@ mod cmake;
 mod corpus;
 mod diagnostics;
 mod elf;
+mod flamechart_script;
 mod json;
 mod linker_scripts;
 mod lto;

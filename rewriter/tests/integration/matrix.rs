@@ -559,7 +559,7 @@ fn check_config(case: &Case, build: &Build, linker: Linker, mode: Mode) {
         );
         assert!(!functions.contains(f), "{f} is in {}", app.display());
         assert!(
-            !listing.sites.iter().any(|s| &s.function == f),
+            !listing.sites.iter().any(|s| &s.symbol == f),
             "{f} has sites in the table:{}",
             listing.out
         );

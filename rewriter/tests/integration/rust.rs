@@ -104,8 +104,11 @@ fn cargo_project_with_each_lto_form() {
         ("fat", ""),
         ("thin", ""),
         ("off", "-C linker-plugin-lto"),
-        ("fat", "-Zinstrument-mcount"),
-        ("thin", "-Zinstrument-mcount"),
+        (
+            "fat",
+            "-Zinstrument-mcount -C symbol-mangling-version=legacy -Z unstable-options",
+        ),
+        ("thin", "-Zinstrument-mcount -C symbol-mangling-version=v0"),
         ("off", "-C linker-plugin-lto -Zinstrument-mcount"),
     ] {
         let name = format!("lto={lto} {flags}");
@@ -146,8 +149,16 @@ fn cargo_project_with_each_lto_form() {
             listing.out
         );
         if flags.contains("mcount") {
+            // The hook of `tick` is listed by its demangled name, legacy or v0 mangling alike.
+            let prefix = if flags.contains("legacy") {
+                "_ZN"
+            } else {
+                "_R"
+            };
             assert!(
-                listing.sites.iter().any(|s| s.kind == "mcount"),
+                listing.sites.iter().any(|s| s.kind == "mcount"
+                    && s.function == "rust_lto::tick"
+                    && s.symbol.starts_with(prefix)),
                 "{name}: {}",
                 listing.out
             );

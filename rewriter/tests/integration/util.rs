@@ -262,6 +262,41 @@ fn on_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Headless Chromium with the flags the flame chart tests use (no sandbox, GPU, network or
+/// first-run work; a profile of its own in `dir`), or `None` (after saying "skipped") when
+/// `BOOTPROF_SKIP_CHROMIUM` is set. Without chromium the test fails: `tests/setup` installs it,
+/// and a test that passes without looking would hide a chart that no longer works.
+pub fn chromium(dir: &TempDir) -> Option<Command> {
+    if std::env::var_os("BOOTPROF_SKIP_CHROMIUM").is_some() {
+        skipped("BOOTPROF_SKIP_CHROMIUM is set");
+        return None;
+    }
+    assert!(
+        have("chromium"),
+        "chromium not found: tests/setup installs it (set BOOTPROF_SKIP_CHROMIUM=1 to skip \
+         the flame chart tests that need it)"
+    );
+    let mut c = cmd(
+        "chromium",
+        [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ],
+    );
+    c.arg(format!(
+        "--user-data-dir={}",
+        dir.join("chromium-profile").display()
+    ));
+    Some(c)
+}
+
 /// Says that (part of) a test was skipped, and why.
 pub fn skipped(why: &str) {
     println!("skipped: {why}");

@@ -28,13 +28,16 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Show C++ and Rust functions by their symbols, not their demangled names.
+        #[arg(long)]
+        no_demangle: bool,
         /// The executable or shared object.
         binary: PathBuf,
     },
     /// Turn a session (`bootprof run`'s directory), one lane file or a single trace file
-    /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, folded
-    /// stacks, an SVG flame chart, a profile-point table, a summary, or the hit counts of a
-    /// session run with --count; every process shown.
+    /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, a Perfetto
+    /// trace, folded stacks, an SVG flame chart, a profile-point table, a summary, or the hit
+    /// counts of a session run with --count; every process shown.
     Report {
         /// The output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -46,11 +49,20 @@ enum Command {
         /// began (leaving out the runtime's own set-up and whatever ran before the first hit).
         #[arg(long)]
         from_first_record: bool,
+        /// Flame chart: its width in pixels (frames narrower than 0.1 pixel are left out, so a
+        /// wider chart holds finer detail to zoom into).
+        #[arg(long, value_name = "PIXELS", default_value_t = 1200,
+              value_parser = clap::value_parser!(u32).range(200..=1_000_000))]
+        width: u32,
         /// Text format: ftrace's trace options, comma-separated, `no` before a name to turn it
         /// off: print-parent (on), sym-offset, sym-addr, raw, hex, context-info (on),
         /// record-tgid.
         #[arg(long, value_name = "LIST", value_parser = bootprof_report::text::TextOptions::parse)]
         options: Option<bootprof_report::text::TextOptions>,
+        /// Show C++ and Rust functions by their symbols, not their demangled names (with them,
+        /// Chrome JSON gives each demangled function's symbol in its `args.symbol`).
+        #[arg(long)]
+        no_demangle: bool,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -73,8 +85,15 @@ fn main() {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },
-        Command::List { json, binary } => {
-            let listing = bootprof_report::list::list(&binary).unwrap_or_else(|e| fail(e));
+        Command::List {
+            json,
+            no_demangle,
+            binary,
+        } => {
+            let mut listing = bootprof_report::list::list(&binary).unwrap_or_else(|e| fail(e));
+            if !no_demangle {
+                listing.demangle_names();
+            }
             print!(
                 "{}",
                 if json {
@@ -91,7 +110,9 @@ fn main() {
             format,
             output,
             from_first_record,
+            width,
             options: text,
+            no_demangle,
             file,
         } => {
             if text.is_some() && format != Format::Text {
@@ -99,7 +120,9 @@ fn main() {
             }
             let options = bootprof_report::Options {
                 from_first_record,
+                width,
                 text: text.unwrap_or_default(),
+                demangle: !no_demangle,
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {

@@ -28,6 +28,8 @@
 pub mod code;
 #[cfg(feature = "std")]
 pub mod counts;
+#[cfg(feature = "demangle")]
+pub mod demangle;
 pub mod file;
 pub mod lane;
 pub mod latency;
@@ -119,8 +121,10 @@ pub struct RawSite {
     pub flags: u8,
     /// The instruction as the compiler emitted it, displacement bytes zero; `len` bytes are used.
     pub orig: [u8; MAX_SITE_LEN],
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// Distance to the enclosing function's demangled name (C++ or Rust, as the reports show
+    /// it), 0 when the name is not mangled; patterns match it as well as the symbol. (Zero in
+    /// tables written before it existed, which read as "not mangled".)
+    pub demangled: i32,
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
@@ -303,6 +307,8 @@ pub struct Site {
     pub name: Option<u64>,
     /// Address of the enclosing function's name, if any.
     pub function: Option<u64>,
+    /// Address of that name demangled, if it is a mangled one.
+    pub demangled: Option<u64>,
     /// Offset of the site in its function.
     pub func_offset: u32,
     /// What the site is for.
@@ -418,6 +424,7 @@ impl Iterator for Sites<'_> {
             provider: self.rel(at + 8),
             name: self.rel(at + 12),
             function: self.rel(at + 16),
+            demangled: self.rel(at + 36),
             func_offset: le_u32(b, at + 20),
             kind,
             form,
@@ -461,6 +468,8 @@ pub mod field {
     pub const NAME: usize = 12;
     /// [`super::RawSite::function`].
     pub const FUNCTION: usize = 16;
+    /// [`super::RawSite::demangled`].
+    pub const DEMANGLED: usize = 36;
 }
 
 #[cfg(test)]

@@ -137,6 +137,11 @@ fn category(frame: &Frame) -> &'static str {
 impl Sink for Chrome<'_, '_> {
     fn open(&mut self, lane: usize, _below: &[Frame], frame: &Frame) -> io::Result<()> {
         self.event(lane, frame.name, category(frame), "B", frame.start)?;
+        if let Some(symbol) = self.m.symbol(frame.name) {
+            write!(self.out, ",\"args\":{{\"symbol\":")?;
+            json_string(&mut self.out, symbol)?;
+            write!(self.out, "}}")?;
+        }
         write!(self.out, "}}")
     }
 

@@ -23,7 +23,18 @@
 //! The geometry is on the root element for tools that read the chart back: `data-x0` (left
 //! edge of time zero), `data-chart-width` (pixels for the whole span) and `data-ns` (the span,
 //! ns, from the trace start, or with `--from-first-record` from the first record, to the last
-//! record; frames' start times count from the same zero).
+//! record; frames' start times count from the same zero). A frame's edges are times placed on
+//! a grid of a thousandth of a pixel, so frames that start or end at the same time share the
+//! edge exactly, however far the chart is zoomed.
+//!
+//! One inline script ([`SCRIPT`], written once, after the frames) makes the chart explorable
+//! as flamegraph.pl's SVGs are: a click on a frame zooms into its time range, "Reset Zoom",
+//! Escape or a click on the background zooms out, "Search" (or Ctrl-F, `/`) highlights the
+//! frames whose names match and says the share of the threads' time they cover. The script
+//! finds what it needs in the document: each thread's frames in a `<g class="lane">` (its
+//! label, where the label may go and where the thread's time ends as `data-` attributes), the controls (hidden until the script
+//! shows them), the static axis in `<g class="bp-ticks">`. Without the script the picture is
+//! the same, with no control shown.
 
 use crate::model::{millis, Model, NameId};
 use crate::timeline::{self, Closed, Frame, FrameKind, Sink, Stack};
@@ -41,6 +52,10 @@ const GAP: f64 = 12.0;
 const FONT: f64 = 11.0;
 /// Width of one character of the 11px monospace font, near enough.
 const CHAR: f64 = 6.7;
+/// The fill of a frame whose name matches a search.
+const MATCH: &str = "rgb(230,0,230)";
+/// The script that zooms and searches: a function expression, called with the chart's constants.
+const SCRIPT: &str = include_str!("flamechart.js");
 
 #[derive(Clone, Copy)]
 struct Span {
@@ -149,13 +164,15 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     writeln!(
         out,
         "<style>.f rect{{stroke:white;stroke-width:0.5}} .f:hover rect{{stroke:black}} \
-         .h rect{{stroke:#333}} text{{pointer-events:none}}</style>"
+         .h rect{{stroke:#333}} text{{pointer-events:none}} .bp-live .f{{cursor:pointer}} \
+         .c{{pointer-events:auto;cursor:pointer;fill:#1a5fb4}} .c:hover{{text-decoration:underline}}</style>"
     )?;
     writeln!(
         out,
         "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"#fdfdf8\"/>"
     )?;
     titles(out, m, width, zero, total)?;
+    controls(out, width)?;
     axis(out, total, chart, height)?;
 
     let x = |ns: u64| MARGIN + ns.saturating_sub(zero).min(total) as f64 * scale;
@@ -179,14 +196,23 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
                 let next = lanes.get(i + 1).map_or(width, |&n| x(m.lanes[n].first_ns));
                 (x(lane.first_ns), next)
             };
-            cut_text(
+            // Where the thread's time ends, for the script: a band of its own is always there.
+            let end = if lanes.len() == 1 {
+                width
+            } else {
+                x(m.lane_end_ns(l))
+            };
+            let label = lane_label(m, l);
+            let label_y = top + 14.0;
+            write!(out, "<g class=\"lane\" data-label=\"")?;
+            escape(out, &label)?;
+            writeln!(
                 out,
-                &lane_label(m, l),
-                left,
-                top + 14.0,
-                right - left,
-                "font-weight=\"bold\"",
+                "\" data-left=\"{left:.3}\" data-right=\"{right:.3}\" data-end=\"{end:.3}\" \
+                 data-y=\"{label_y}\">"
             )?;
+            let bold = "class=\"lbl\" font-weight=\"bold\"";
+            cut_text(out, &label, left, label_y, right - left, bold)?;
             for s in &collect.lanes[l] {
                 frame(out, m, s, bottom, scale)?;
             }
@@ -194,10 +220,44 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
             if let Some(p) = lane.process.filter(|&p| marked.insert(p)) {
                 process_end(out, m, p, (top, bottom), x)?;
             }
+            writeln!(out, "</g>")?;
         }
         top = bottom + GAP;
     }
+    script(out, height)?;
     writeln!(out, "</svg>")
+}
+
+/// The controls the script shows (hidden until it runs, so that the chart looks the same
+/// without it): "Reset Zoom" top left once zoomed, "Search" top right, and while a search is
+/// on, the share it matched below "Reset Zoom" and "Clear search" below "Search".
+fn controls(out: &mut dyn Write, width: f64) -> io::Result<()> {
+    let right = width - MARGIN;
+    writeln!(
+        out,
+        "<text class=\"c bp-reset\" x=\"{MARGIN}\" y=\"22\" visibility=\"hidden\">Reset Zoom\
+         <title>Back to the whole chart (Escape, or a click on the background)</title></text>\n\
+         <text class=\"c bp-search\" x=\"{right}\" y=\"22\" text-anchor=\"end\" \
+         visibility=\"hidden\">Search<title>Highlight the frames whose names match a regular \
+         expression, or a plain text if it is not one (Ctrl-F or /)</title></text>\n\
+         <text class=\"bp-matched\" x=\"{MARGIN}\" y=\"40\" visibility=\"hidden\"></text>\n\
+         <text class=\"c bp-clear\" x=\"{right}\" y=\"40\" text-anchor=\"end\" \
+         visibility=\"hidden\">Clear search<title>Back to the frames' own colours \
+         (Escape)</title></text>"
+    )
+}
+
+/// The script, once, with the constants it shares with the writer.
+fn script(out: &mut dyn Write, height: f64) -> io::Result<()> {
+    writeln!(out, "<script type=\"text/ecmascript\"><![CDATA[")?;
+    out.write_all(SCRIPT.trim_end().as_bytes())?;
+    writeln!(
+        out,
+        "({{char: {CHAR}, row: {ROW}, hit: {HIT_WIDTH}, match: \"{MATCH}\", axisY: {}, \
+         gridBottom: {}}});\n]]></script>",
+        BAND_TOP - 8.0,
+        height - MARGIN
+    )
 }
 
 /// The title and the line below it: whose trace, its span, its threads, what it lacks.
@@ -299,7 +359,7 @@ fn process_end(
     } else {
         ("#777", "ended")
     };
-    write!(out, "<g><title>")?;
+    write!(out, "<g class=\"pe\"><title>")?;
     escape(out, &format!("{} {what}: {}", p.label(), p.ending))?;
     writeln!(
         out,
@@ -327,9 +387,12 @@ fn axis(out: &mut dyn Write, total: u64, chart: f64, height: f64) -> io::Result<
         _ => ("ns", 1),
     };
     let y = BAND_TOP - 8.0;
+    // The ticks of the whole span, which the script hides while zoomed, drawing the window's
+    // own in `bp-zoomaxis`.
     writeln!(
         out,
-        "<line x1=\"{MARGIN}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#888\"/>",
+        "<line x1=\"{MARGIN}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#888\"/>\n\
+         <g class=\"bp-zoomaxis\"></g>\n<g class=\"bp-ticks\">",
         MARGIN + chart
     )?;
     let mut t = 0u64;
@@ -358,12 +421,15 @@ fn axis(out: &mut dyn Write, total: u64, chart: f64, height: f64) -> io::Result<
             None => break,
         };
     }
-    Ok(())
+    writeln!(out, "</g>")
 }
 
 fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> io::Result<()> {
-    let x = MARGIN + s.start as f64 * scale;
-    let w = (s.end - s.start) as f64 * scale;
+    // Both edges on the grid of a thousandth of a pixel, the width their difference: the same
+    // time gives the same edge on every frame.
+    let on_grid = |ns: u64| ((MARGIN + ns as f64 * scale) * 1000.0).round() / 1000.0;
+    let x = on_grid(s.start);
+    let w = on_grid(s.end) - x;
     let w = if s.hit { w.max(HIT_WIDTH) } else { w };
     let y = bottom - f64::from(s.depth + 1) * ROW;
     let name = m.text(s.name);

@@ -6,11 +6,11 @@
 //! [`holds`] finds the waits to blame on other threads' holds -> [`timeline`] walks the records
 //! once, rebuilding each thread's stack (with the blamed holders' stacks spliced in) and feeding
 //! the frames to a format: [`text`] (ftrace-like lines, record by record), [`chrome`] (Chrome
-//! Trace Event JSON), [`folded`] (folded stacks for flame graphs), [`flamechart`] (an SVG flame
-//! chart), [`points`] (a profile-point table), [`summary`] (the top functions, events, waits),
-//! [`latency`] (the intervals `bootprof run --latency` measured). [`counts`] needs no records:
-//! it prints the hit counts a session's processes wrote when they counted instead of recording
-//! (`bootprof run --count`).
+//! Trace Event JSON), [`perfetto`] (a Perfetto protobuf trace), [`folded`] (folded stacks for
+//! flame graphs), [`flamechart`] (an SVG flame chart), [`points`] (a profile-point table),
+//! [`summary`] (the top functions, events, waits), [`latency`] (the intervals `bootprof run
+//! --latency` measured). [`counts`] needs no records: it prints the hit counts a session's
+//! processes wrote when they counted instead of recording (`bootprof run --count`).
 //!
 //! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
 //! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
@@ -30,6 +30,7 @@ pub mod intervals;
 pub mod latency;
 pub mod list;
 pub mod model;
+pub mod perfetto;
 pub mod points;
 pub mod process;
 pub mod run;
@@ -67,11 +68,13 @@ pub enum Format {
     /// Hits per site, summed over the processes and per process, of a session recorded with
     /// `bootprof run --count`.
     Counts,
+    /// A Perfetto trace (protobuf) for ui.perfetto.dev and trace_processor.
+    Perfetto,
 }
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 8] = [
+    pub const ALL: [Format; 9] = [
         Format::Text,
         Format::Chrome,
         Format::Folded,
@@ -80,6 +83,7 @@ impl Format {
         Format::Summary,
         Format::Latency,
         Format::Counts,
+        Format::Perfetto,
     ];
 }
 
@@ -95,6 +99,8 @@ pub struct Options {
     pub from_first_record: bool,
     /// Text format: ftrace's trace options.
     pub text: text::TextOptions,
+    /// Show C++ and Rust functions by their demangled names (`--no-demangle` turns it off).
+    pub demangle: bool,
 }
 
 impl Default for Options {
@@ -104,6 +110,7 @@ impl Default for Options {
             width: 1200,
             from_first_record: false,
             text: text::TextOptions::default(),
+            demangle: true,
         }
     }
 }
@@ -129,6 +136,7 @@ pub fn write_report(
         Format::Points => points::write(&model, out),
         Format::Summary => summary::write(&model, options, out),
         Format::Latency => latency::write(&model, out),
+        Format::Perfetto => perfetto::write(&model, out),
         Format::Counts => counts::write(trace, out),
     }
 }
@@ -141,7 +149,19 @@ pub fn report(
     output: Option<&Path>,
     options: &Options,
 ) -> Result<()> {
-    let trace = read_trace(input)?;
+    if format == Format::Perfetto && output.is_none() && {
+        use std::io::IsTerminal;
+        std::io::stdout().is_terminal()
+    } {
+        return Err(Error::Usage(
+            "--format perfetto writes a binary file: give -o FILE, or redirect standard output"
+                .into(),
+        ));
+    }
+    let mut trace = read_trace(input)?;
+    if options.demangle {
+        trace.demangle_names();
+    }
     if format == Format::Counts && !counts::counted(&trace) {
         return Err(Error::Usage(format!(
             "{}: no hit counts: it was recorded, not counted (`bootprof run --count` counts)",
@@ -268,8 +288,10 @@ mod tests {
             .filter_map(|l| l.split(" (recorded stack of a hit at 0.003 ms)").next())
             .collect();
         assert_eq!(column, ["main", "f", "app:hit"], "{svg}");
+        // Every format writes it (the Perfetto trace is binary, not text).
         for format in Format::ALL {
-            report(format);
+            let mut out = Vec::new();
+            write_report(&trace, format, &Options::default(), &mut out).unwrap();
         }
     }
 

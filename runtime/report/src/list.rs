@@ -24,8 +24,14 @@ pub struct ListedSite {
     pub provider: Option<String>,
     /// Probe name, or the hook symbol for function hooks.
     pub name: String,
-    /// Enclosing function.
+    /// Enclosing function: its symbol, or its demangled name once [`Listing::demangle_names`]
+    /// has run.
     pub function: Option<String>,
+    /// The function's demangled name as the table stores it for the runtime's patterns (C++ and
+    /// Rust names; tables linked before it was stored have none).
+    pub demangled: Option<String>,
+    /// The function's symbol, when `function` holds its demangled name.
+    pub symbol: Option<String>,
     /// Offset in the function.
     pub func_offset: u32,
     /// Whether the site holds its disabled (NOP) bytes.
@@ -89,6 +95,8 @@ pub fn list(path: &Path) -> Result<Listing> {
             provider: image.string_at(site.provider),
             name: image.string_at(site.name).unwrap_or_default(),
             function: image.string_at(site.function),
+            demangled: image.string_at(site.demangled),
+            symbol: None,
             func_offset: site.func_offset,
             nop,
         })
@@ -98,6 +106,26 @@ pub fn list(path: &Path) -> Result<Listing> {
 }
 
 impl Listing {
+    /// Shows each function by its demangled name (the table's, or, for a table linked before
+    /// it stored them, demangled here), keeping its symbol in [`ListedSite::symbol`].
+    pub fn demangle_names(&mut self) {
+        for s in &mut self.sites {
+            let Some(function) = &s.function else {
+                continue;
+            };
+            if s.symbol.is_some() {
+                continue;
+            }
+            let demangled = s
+                .demangled
+                .clone()
+                .or_else(|| format::demangle::demangle(function));
+            if let Some(d) = demangled {
+                s.symbol = s.function.replace(d);
+            }
+        }
+    }
+
     /// How many sites hold their NOP.
     pub fn nop_count(&self) -> usize {
         self.sites.iter().filter(|s| s.nop).count()
@@ -159,7 +187,7 @@ impl Listing {
 
 impl serde::Serialize for ListedSite {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(10))?;
+        let mut map = s.serialize_map(Some(11))?;
         map.serialize_entry("address", &self.address)?;
         map.serialize_entry("file_offset", &self.file_offset)?;
         map.serialize_entry("kind", self.kind.name())?;
@@ -168,6 +196,7 @@ impl serde::Serialize for ListedSite {
         map.serialize_entry("provider", &self.provider)?;
         map.serialize_entry("name", &self.name)?;
         map.serialize_entry("function", &self.function)?;
+        map.serialize_entry("symbol", &self.symbol.as_ref().or(self.function.as_ref()))?;
         map.serialize_entry("func_offset", &self.func_offset)?;
         map.serialize_entry("nop", &self.nop)?;
         map.end()

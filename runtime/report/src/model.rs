@@ -78,6 +78,8 @@ pub struct Model<'t> {
     no_site: NameId,
     /// `[unknown]`: a frame of a recorded stack that no instrumented function holds.
     unknown: NameId,
+    /// The symbol of each function name that is a demangled one.
+    symbols: HashMap<NameId, String>,
     mul: u64,
 }
 
@@ -163,6 +165,7 @@ impl<'t> Model<'t> {
             functions: Vec::new(),
             no_site: 0,
             unknown: 0,
+            symbols: HashMap::new(),
             mul: 1_000_000_000,
         };
         m.no_site = m.intern("-");
@@ -177,6 +180,9 @@ impl<'t> Model<'t> {
             };
             let other = display_name(RecordKind::Event, p, n, f).to_string();
             let func_id = m.intern(&func);
+            if let Some(symbol) = &site.symbol {
+                m.symbols.entry(func_id).or_insert_with(|| symbol.clone());
+            }
             m.site_func.push(func_id);
             let other_id = m.intern(&other);
             m.site_other.push(other_id);
@@ -265,6 +271,12 @@ impl<'t> Model<'t> {
         self.names.push(name.to_string());
         self.index.insert(name.to_string(), id);
         id
+    }
+
+    /// The symbol of a function name that [`Trace::demangle_names`] demangled (the first one's,
+    /// when two symbols demangle alike, as a C++ constructor's variants do).
+    pub fn symbol(&self, id: NameId) -> Option<&str> {
+        self.symbols.get(&id).map(String::as_str)
     }
 
     /// The text of a name.

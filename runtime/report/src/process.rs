@@ -18,6 +18,8 @@ pub struct Process {
     pub args: Vec<String>,
     /// TSC when its lane was made (its start, as far as the trace goes).
     pub start_tsc: u64,
+    /// `CLOCK_REALTIME` nanoseconds when its lane was made (at `start_tsc`), if its lane says.
+    pub start_realtime_ns: Option<u64>,
     /// TSC at its end, if known; else that of its last record.
     pub end_tsc: Option<u64>,
     /// How it ended.

@@ -190,7 +190,12 @@ pub fn run(options: RunOptions) -> Result<i32, String> {
     ];
     // The session, read once for all that is said of it below (and only if something is).
     let wanted = count || latency.is_some() || given.iter().any(|(_, texts)| !texts.is_empty());
-    let read = (lanes > 0 && wanted).then(|| crate::session::read_session(&dir));
+    let read = (lanes > 0 && wanted).then(|| {
+        crate::session::read_session(&dir).map(|mut trace| {
+            trace.demangle_names();
+            trace
+        })
+    });
     let trace = read.as_ref().and_then(|r| r.as_ref().ok());
     if lanes == 0 {
         eprintln!(
@@ -588,35 +593,69 @@ fn has_runtime(path: &Path) -> bool {
         .any(|s| s.is_definition() && s.name() == Ok("bootprof_register"))
 }
 
-/// A site as patterns see it: probes by `provider:name`, hooks by their function, and the
-/// `BOOTPROF_ENTER()`/`EXIT()` annotations (provider `bootprof`) by their function too.
+/// A site as patterns see it (`bootprof_format::pattern::site_matches`): probes by
+/// `provider:name`, hooks and the `BOOTPROF_ENTER()`/`EXIT()` annotations (provider `bootprof`)
+/// by their function, symbol or demangled name.
 struct SiteName {
-    name: String,
-    function: Option<String>,
+    match_name: String,
+    provider: String,
+    function: String,
+    demangled: String,
 }
 
 impl SiteName {
+    fn new(kind: Kind, provider: &str, name: &str, symbol: &str, demangled: Option<&str>) -> Self {
+        SiteName {
+            match_name: if kind.is_hook() {
+                symbol.to_string()
+            } else {
+                format!("{provider}:{name}")
+            },
+            provider: provider.to_string(),
+            function: symbol.to_string(),
+            demangled: demangled.unwrap_or_default().to_string(),
+        }
+    }
+
     fn matches(&self, p: &Pattern) -> bool {
-        p.matches(&self.name) || self.function.as_deref().is_some_and(|f| p.matches(f))
+        pattern::site_matches(
+            p,
+            &self.match_name,
+            &self.provider,
+            &self.function,
+            &self.demangled,
+        )
+    }
+
+    /// The names a pattern may have been meant for: the match name, and the function's (its
+    /// demangled name if it has one) for hooks and annotations.
+    fn names(&self) -> impl Iterator<Item = &str> {
+        let by_function = self.provider.is_empty() || self.provider == "bootprof";
+        let function = if self.demangled.is_empty() {
+            &self.function
+        } else {
+            &self.demangled
+        };
+        std::iter::once(self.match_name.as_str())
+            .chain(by_function.then_some(function.as_str()))
+            .filter(|n| !n.is_empty())
     }
 }
 
 /// The sites the patterns were applied to: those of the trace (every object that registered,
 /// shared libraries included), or, without a trace, those of the program's own table.
 fn site_names(trace: Option<&Trace>, program: &OsStr) -> Vec<SiteName> {
-    let name = |kind: Kind, provider: &str, name: &str, function: &str| SiteName {
-        name: if kind.is_hook() {
-            function.to_string()
-        } else {
-            format!("{provider}:{name}")
-        },
-        function: (provider == "bootprof").then(|| function.to_string()),
-    };
     if let Some(t) = trace {
         return t
             .sites
             .iter()
-            .map(|s| name(s.kind, &s.provider, &s.name, &s.function))
+            .map(|s| {
+                let (symbol, demangled) = match &s.symbol {
+                    Some(symbol) => (symbol.as_str(), Some(s.function.as_str())),
+                    None => (s.function.as_str(), None),
+                };
+                SiteName::new(s.kind, &s.provider, &s.name, symbol, demangled)
+            })
             .collect();
     }
     let Some(listing) = find_program(program).and_then(|p| crate::list::list(&p).ok()) else {
@@ -627,12 +666,12 @@ fn site_names(trace: Option<&Trace>, program: &OsStr) -> Vec<SiteName> {
         .iter()
         .map(|s| {
             let provider = s.provider.as_deref().unwrap_or("");
-            name(
-                s.kind,
-                provider,
-                &s.name,
-                s.function.as_deref().unwrap_or(""),
-            )
+            let symbol = s.function.as_deref().unwrap_or("");
+            let demangled = s
+                .demangled
+                .clone()
+                .or_else(|| bootprof_format::demangle::demangle(symbol));
+            SiteName::new(s.kind, provider, &s.name, symbol, demangled.as_deref())
         })
         .collect()
 }
@@ -695,10 +734,7 @@ fn nearest(p: &Pattern, sites: &[SiteName]) -> Vec<String> {
             _ => strsim::levenshtein(literal, name),
         }
     };
-    let mut names: Vec<&str> = sites
-        .iter()
-        .flat_map(|s| std::iter::once(s.name.as_str()).chain(s.function.as_deref()))
-        .collect();
+    let mut names: Vec<&str> = sites.iter().flat_map(SiteName::names).collect();
     names.sort_unstable();
     names.dedup();
     let mut scored: Vec<(usize, &str)> = names.into_iter().map(|n| (distance(n), n)).collect();

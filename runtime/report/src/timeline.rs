@@ -99,6 +99,11 @@ pub trait Sink {
     fn stack(&mut self, _lane: usize, _stack: &Stack, _t: u64) -> io::Result<()> {
         Ok(())
     }
+    /// Blame `blame` (an index into the model's `holds.blames`) starts showing on its waiter
+    /// `lane` at `t`: its blame frame opens next.
+    fn blame(&mut self, _lane: usize, _blame: usize, _t: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// A record that is not about the stack (EVENT, HOLD, RELEASE, THREAD) at `t`.
     fn instant(
         &mut self,
@@ -377,6 +382,7 @@ impl<S: Sink> Walker<'_, '_, S> {
         if !at_wait {
             self.pop(waiter, t, Closed::Exit)?;
         }
+        self.sink.blame(waiter, b, t)?;
         self.push(waiter, Frame::new(blame.frame, t, FrameKind::Blame, false))?;
         let base = self.lanes[waiter].stack.len() - 1;
         let copied: Vec<Frame> = self.lanes[holder].stack.clone();

@@ -73,6 +73,24 @@ impl std::fmt::Display for Truncation {
 }
 
 impl Trace {
+    /// Shows C++ and Rust functions by their demangled names (`Json::Value::asString() const`,
+    /// not `_ZNK4Json5Value8asStringEv`), keeping each symbol in [`TraceSite::symbol`]. Every
+    /// report shows `function`; `--no-demangle` skips this.
+    pub fn demangle_names(&mut self) {
+        let mut seen: std::collections::HashMap<String, Option<String>> = Default::default();
+        for site in &mut self.sites {
+            if site.symbol.is_some() {
+                continue;
+            }
+            let demangled = seen
+                .entry(site.function.clone())
+                .or_insert_with_key(|f| bootprof_format::demangle::demangle(f));
+            if let Some(d) = demangled {
+                site.symbol = Some(std::mem::replace(&mut site.function, d.clone()));
+            }
+        }
+    }
+
     /// What the trace does not hold, in one line, if anything: records the recorder dropped
     /// because its buffer was full, and records lost where the file was cut short; and, for a
     /// process that measured intervals, that only its kept windows are there (what a report's
@@ -133,8 +151,11 @@ pub struct TraceSite {
     pub provider: String,
     /// The probe's name, or the hook symbol.
     pub name: String,
-    /// The enclosing function.
+    /// The enclosing function: its symbol as recorded, or its demangled name once
+    /// [`Trace::demangle_names`] has run (the symbol then in `symbol`).
     pub function: String,
+    /// The function's symbol, when `function` holds its demangled name.
+    pub symbol: Option<String>,
     /// Offset of the site in its function.
     pub func_offset: u32,
     /// Address of the site in the traced process.
@@ -237,6 +258,7 @@ fn parse_front(
             provider: pool
                 .string("sites", at + 16, entry.provider)?
                 .unwrap_or_default(),
+            symbol: None,
             func_offset: entry.func_offset,
             address: entry.address,
             id: entry.id,

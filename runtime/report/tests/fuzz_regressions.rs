@@ -50,6 +50,18 @@ fn read_and_report(data: &[u8]) {
                 panic!("the Chrome report is not JSON: {e}");
             }
         }
+        if format == Format::Perfetto {
+            // A Perfetto trace is `repeated TracePacket packet = 1`: key 0x0a, length, packet.
+            let mut rest = &out[..];
+            while !rest.is_empty() {
+                let key = prost::encoding::decode_varint(&mut rest);
+                let len = prost::encoding::decode_varint(&mut rest);
+                match (key, len) {
+                    (Ok(0x0a), Ok(n)) if n as usize <= rest.len() => rest = &rest[n as usize..],
+                    _ => panic!("the Perfetto report is not a stream of packets"),
+                }
+            }
+        }
     }
 }
 

@@ -232,8 +232,10 @@ fn a_long_run_stays_within_its_memory_bound() {
     let recorded = (requests * 3 + background) * 16;
     let l = latency_of(&t);
     assert_eq!(l.count, requests);
-    // About 90 requests; a hiccup of N ms on a busy machine costs about N replacements.
-    assert!(l.kept > 20, "windows kept over the run: {}", l.kept);
+    // About 90 requests (fewer on a busy machine), each a new longest: each one's window kept,
+    // and the one before it replaced.
+    assert!(requests > 20, "{requests} requests");
+    assert_eq!(l.kept, requests, "windows kept over the run");
     assert_eq!(l.windows.len(), 1);
     let lane = lane_file(&w.path("s"));
     use std::os::unix::fs::MetadataExt;
