@@ -11,7 +11,7 @@
 //! | [`benches`] | `benches/run --quick`: every benchmark suite builds and passes its checks |
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
-//! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
+//! | [`cmake`] | CMake projects linked through `CMAKE_C_LINKER_LAUNCHER` and `CMAKE_CXX_LINKER_LAUNCHER` (a C++ shared library and executable) |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
