@@ -141,7 +141,7 @@ def test_jsoncpp(d, mode, logf, stats, subset=False):
                   env=env, log_to=logf, check=False)
     return dict(passed=rc1 == 0 and rc2 == 0, seconds=round(s1 + s2, 2),
                 detail=f"jsoncpp_test; runjsontests.py --with-json-checker on test/data without "
-                       f"{len(JSONCPP_TRAP_LEAVE_OUT)} large files")
+                       f"its {len(JSONCPP_TRAP_LEAVE_OUT)} most-hit documents")
 
 
 def sqlite_shell_output(d, mode, stats, script, scratch):
