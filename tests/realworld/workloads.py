@@ -1,5 +1,5 @@
-"""Deterministic inputs for the real-program runs: a text corpus for bzip2 and lz4, and SQL
-scripts for the sqlite3 shell. Everything is generated from fixed seeds, so two runs (and two
+"""Deterministic inputs for the real-program runs: a text corpus for bzip2 and lz4, SQL scripts
+for the sqlite3 shell, and a JSON document for jsoncpp. Everything is generated from fixed seeds, so two runs (and two
 machines) see the same bytes."""
 
 
@@ -73,3 +73,27 @@ SELECT count(*), sum(a) FROM t WHERE b > 'row-0001';
 # The shell's start-up and first query, for the flame chart: open an existing database, read its
 # schema, run one query.
 SQLITE_FIRST_QUERY = "SELECT name, (SELECT count(*) FROM t) FROM sqlite_schema WHERE type='table' ORDER BY 1;\n"
+
+
+def json_document(size: int) -> str:
+    """About `size` bytes of JSON from a fixed linear congruential generator: an array of records
+    with integers (some beyond 32 bits), reals, strings with escapes and non-ASCII text, booleans,
+    nulls and nested arrays and objects, what jsoncpp's reader and writers handle in real
+    documents."""
+    words = ["alpha", "beta", "gamma", "delta", "caf\u00e9", "na\u00efve", "quote\\\"d",
+             "tab\\t", "line\\n", "\\u00e9t\u00e9", "slash\\/", "x"]
+    out = ["[\n"]
+    n = 0
+    x = 4242
+    while n < size:
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        tags = ", ".join(f'"{words[(x >> k) % len(words)]}"' for k in range(x % 4))
+        ok = "true" if x & 1 else "false"
+        pos = f'{{"x": {x % 97 - 48}, "y": {(x >> 7) % 89}.5}}'
+        rec = (f'{{"id": {x}, "big": {x * 4099}, "ratio": {x / 65536:.6f}, '
+               f'"name": "{words[x % len(words)]}-{x % 1000}", "ok": {ok}, "none": null, '
+               f'"tags": [{tags}], "pos": {pos}}}')
+        out.append(("  " if n == 0 else ", ") + rec + "\n")
+        n += len(rec) + 3
+    out.append("]\n")
+    return "".join(out)

@@ -137,6 +137,7 @@ pub const CASES: &[&str] = &[
 const NOT_CASES: &[&str] = &[
     "address-taken",
     "bad-input-base",
+    "cmake-cxx-project",
     "cmake-project",
     "lto",
     "rust-lto",

@@ -12,11 +12,11 @@
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
 //! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
 //! | [`srcline`] | `bootprof report --srcline`: file:line from DWARF, PIE or not; the note without -g |
-//! | [`cmake`] | a CMake project linked through `CMAKE_C_LINKER_LAUNCHER` |
+//! | [`cmake`] | CMake projects linked through `CMAKE_C_LINKER_LAUNCHER` and `CMAKE_CXX_LINKER_LAUNCHER` (a C++ shared library and executable) |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
-//! | [`realworld`] | bzip2, lz4 and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
+//! | [`realworld`] | bzip2, lz4, jsoncpp and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`flamechart_script`] | the flame chart's zoom, reset and search, driven in headless Chromium |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |

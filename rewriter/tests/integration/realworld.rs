@@ -1,11 +1,12 @@
 //! Real programs nobody here wrote, in the subset CI runs: `tests/realworld/run --ci`
-//! fetches bzip2, lz4 and sqlite3 from Debian's source packages, builds them plain, with glibc's
-//! `-pg` and through `bootprof-link` (`-pg -mfentry`, `-finstrument-functions`), runs bzip2's and
-//! lz4's own tests with every site disabled, then enabled in trap and in call mode, and compares
-//! the sqlite3 shell's output on a fixed SQL script with the plain build's, byte for byte. The
-//! script exits non-zero on any test the plain build passes and a bootprof build fails, any
-//! differing output, any site without its NOP, and any difference between trap and call mode in
-//! the hits each process saw.
+//! fetches bzip2, lz4, sqlite3 and jsoncpp (C++, built by CMake with `bootprof-link` as
+//! `CMAKE_CXX_LINKER_LAUNCHER`) from Debian's source packages, builds them plain, with glibc's
+//! `-pg` and through `bootprof-link` (`-pg -mfentry`, `-finstrument-functions`), runs bzip2's,
+//! lz4's and jsoncpp's own tests with every site disabled, then enabled in trap and in call mode,
+//! and compares the sqlite3 shell's output on a fixed SQL script with the plain build's, byte for
+//! byte. The script exits non-zero on any test the plain build passes and a bootprof build fails,
+//! any differing output, any link of jsoncpp's that did not go through the launcher, any site
+//! without its NOP, and any difference between trap and call mode in the hits each process saw.
 //!
 //! The script needs `apt-get source` (and root or sudo for a deb-src entry and a few packages:
 //! `tests/setup` fetches the sources beforehand). Set `BOOTPROF_SKIP_REALWORLD=1` to skip it on a
@@ -15,12 +16,12 @@ use crate::util::{link_bin, repo_root, require, run, skipped, BOOTPROF};
 use std::process::Command;
 
 #[test]
-fn bzip2_lz4_and_the_sqlite3_shell_pass_their_own_checks() {
+fn bzip2_lz4_jsoncpp_and_the_sqlite3_shell_pass_their_own_checks() {
     if std::env::var_os("BOOTPROF_SKIP_REALWORLD").is_some() {
         skipped("BOOTPROF_SKIP_REALWORLD is set");
         return;
     }
-    require!("python3", "make", "gcc");
+    require!("python3", "make", "gcc", "g++", "cmake", "ctest");
     // The script uses the binaries under test as they are (no nested `cargo build` replacing them
     // while other tests run); link_bin() makes sure the runtime library sits beside them.
     let link = link_bin();

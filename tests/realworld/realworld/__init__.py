@@ -1,10 +1,10 @@
-"""Real programs, end to end (tests/realworld/run): bzip2, lz4 and sqlite3 from Debian's source
-packages, built plain, with glibc's -pg and through bootprof-link, judged by their own tests in
-every mode and timed. The modules, each using only those below it:
+"""Real programs, end to end (tests/realworld/run): bzip2, lz4, sqlite3 and jsoncpp (C++, with
+CMake) from Debian's source packages, built plain, with glibc's -pg and through bootprof-link,
+judged by their own tests in every mode and timed. The modules, each using only those below it:
 
   main     the command line; takes the arguments, runs the steps, hands on the exit status
   report   the results tables (results.md) and the BENCHMARKS.md sections
-  docs     the docs/ figures from the sqlite3 builds
+  docs     the docs/ figures from the sqlite3 and jsoncpp builds
   bench    timed rounds, callgrind counts and link times of the builds
   checks   each program's own tests, in the modes disabled, trap and call
   builds   the variants, built through bootprof-link where they ask for it

@@ -74,6 +74,9 @@ def link_times(prog, dirs, rounds, logf):
         elif prog == "lz4":
             cflags = make_cflags(prog, variant)
             cmd, cwd = ["make", "-C", "programs", "lz4", f"CC={cc}", f"CFLAGS={cflags}"], d
+        elif prog == "jsoncpp":
+            # The runner's link alone, through CMake's rule (and its launcher).
+            cmd, cwd = ["make", "-C", "build", "jsontestrunner_exe/fast"], d
         else:
             cmd, cwd = sqlite_link_cmd(variant), d
         t0 = time.perf_counter()
@@ -104,6 +107,15 @@ def link_times(prog, dirs, rounds, logf):
     return out
 
 
+def json_input(scratch, size):
+    """A generated JSON document of about size bytes in scratch (the runner writes its outputs
+    beside it)."""
+    doc = scratch / f"doc-{size}.json"
+    if not doc.exists():
+        doc.write_text(workloads.json_document(size))
+    return doc
+
+
 def runtimes(session, prog, dirs):
     """Run time of a fixed workload: plain vs glibc -pg vs bootprof (-pg -mfentry, every site
     disabled), interleaved rounds."""
@@ -129,6 +141,13 @@ def runtimes(session, prog, dirs):
             w3, c3 = timed([b, "-1", "-c"], scratch, inp)
             return w1 + w2 + w3, c1 + c2 + c3
         what = f"lz4 -9, -d, -1 of {size * 4 >> 20} MiB of generated text"
+    elif prog == "jsoncpp":
+        mib = 1 if session.ci else 8
+        doc = json_input(scratch, mib << 20)
+
+        def one(v):
+            return timed([executable(prog, dirs[v]), doc], scratch)
+        what = f"jsontestrunner_exe on {mib} MiB of generated JSON (parse, write, parse, write)"
     else:
         rows = 2000 if session.ci else 100000
         script = scratch / "bench.sql"
@@ -158,6 +177,11 @@ def callgrind(session, prog, dirs):
         inp = scratch / "cg.sql"
         inp.write_text(workloads.sqlite_script(2000))
         what = "sqlite3 shell, the fixed script with 2000 rows"
+    elif prog == "jsoncpp":
+        inp = scratch / "empty"
+        inp.write_bytes(b"")
+        doc = json_input(scratch, 256 << 10)
+        what = "jsontestrunner_exe on 256 KiB of generated JSON"
     else:
         inp = scratch / "corpus.txt"
         inp.write_bytes(workloads.corpus(1 << 20))
@@ -168,6 +192,8 @@ def callgrind(session, prog, dirs):
             db = scratch / "cg.db"
             db.unlink(missing_ok=True)
             cmd = [executable(prog, dirs[v]), "-batch", db]
+        elif prog == "jsoncpp":
+            cmd = [executable(prog, dirs[v]), doc]
         else:
             cmd = [executable(prog, dirs[v]), "-9", "-c"]
         with open(inp, "rb") as i:

@@ -1,6 +1,7 @@
 """The builds: takes the unpacked sources (sources.source_dir) and a variant of VARIANTS, and
 hands on a build directory per program and variant under WORK/build, compiled with the
-program's own flags plus the variant's, through bootprof-link for the bootprof variants. A
+program's own flags plus the variant's, through bootprof-link for the bootprof variants (as CC
+for the Makefiles, as CMake's linker launcher for jsoncpp). A
 build is kept while its stamp (flags, bootprof-link, runtime and header) is unchanged. Also
 where each program's binaries are in a build, and the sites bootprof-link put in them."""
 import json
@@ -46,7 +47,7 @@ def fresh_tree(src, dest, stamp):
 def make_cflags(prog, variant):
     """CFLAGS as the program's Makefile sets them, plus the variant's flags."""
     own = {"bzip2": ["-Wall", "-Winline", "-O2", "-g", "-D_FILE_OFFSET_BITS=64"],
-           "lz4": ["-O2", "-g"]}[prog]
+           "lz4": ["-O2", "-g"], "jsoncpp": ["-O2", "-g"]}[prog]
     return " ".join(own + VARIANTS[variant]["flags"])
 
 
@@ -81,6 +82,53 @@ def build_lz4(variant, logf):
         log_to=logf)
     run(["make", "-j2", "-C", "programs", "lz4", f"CC={cc}", f"CFLAGS={cflags}"], cwd=d, env=env,
         log_to=logf)
+    (d / ".bootprof-stamp").write_text(stamp)
+    return d
+
+
+# jsoncpp as Debian configures it (debian/rules: the shared library only), without the unit
+# tests' run after each build (ours run them, in every mode).
+JSONCPP_OPTIONS = ["-DBUILD_STATIC_LIBS=OFF", "-DBUILD_OBJECT_LIBS=OFF",
+                   "-DJSONCPP_WITH_POST_BUILD_UNITTEST=OFF"]
+
+
+def jsoncpp_configure(variant):
+    """The cmake command that configures jsoncpp's build directory for a variant: the flags in
+    CMAKE_CXX_FLAGS (CMake passes them to the links too, as -flto needs), and for the bootprof
+    variants bootprof-link as CMake's linker launcher, which CMake runs as `bootprof-link
+    /usr/bin/c++ ARGS...` for the shared library and both executables."""
+    cmd = ["cmake", "-G", "Unix Makefiles", "-S", ".", "-B", "build", "-DCMAKE_BUILD_TYPE=None",
+           "-DCMAKE_CXX_COMPILER=g++", f"-DCMAKE_CXX_FLAGS={make_cflags('jsoncpp', variant)}"]
+    link = " ".join(VARIANTS[variant].get("link", []))
+    if link:
+        cmd += [f"-DCMAKE_EXE_LINKER_FLAGS={link}", f"-DCMAKE_SHARED_LINKER_FLAGS={link}"]
+    if VARIANTS[variant]["bootprof"]:
+        cmd.append(f"-DCMAKE_CXX_LINKER_LAUNCHER={LINK}")
+    return cmd + JSONCPP_OPTIONS
+
+
+def check_launched(d, logf):
+    """Every link of jsoncpp's build ran through the launcher: the verbose build log shows each
+    output's link command starting with bootprof-link (a bootprof list of a binary linked
+    without it would find no table, but this says why)."""
+    lines = [line for line in Path(logf).read_text(errors="replace").splitlines()
+             if line.startswith(f"{LINK} ")]
+    for b in jsoncpp_binaries(d):
+        rel = f"{b.parent.name}/{b.name}"
+        if not any(f"-o ../../{rel} " in line for line in lines):
+            raise Failure(f"{b}: not linked through the launcher {LINK} (see {logf})")
+
+
+def build_jsoncpp(variant, logf):
+    d = WORK / "build" / f"jsoncpp-{variant}"
+    stamp = stamp_of("jsoncpp", variant, " ".join(jsoncpp_configure(variant)))
+    if fresh_tree(source_dir("jsoncpp"), d, stamp):
+        return d
+    env = {"BOOTPROF_LINK_FLAGS": "--stats --verbose"} if VARIANTS[variant]["bootprof"] else {}
+    run(jsoncpp_configure(variant), cwd=d, env=env, log_to=logf)
+    run(["cmake", "--build", "build", "-j2", "--verbose"], cwd=d, env=env, log_to=logf)
+    if VARIANTS[variant]["bootprof"]:
+        check_launched(d, logf)
     (d / ".bootprof-stamp").write_text(stamp)
     return d
 
@@ -163,12 +211,22 @@ def build_sqlite3(variant, logf, testfixture):
 
 
 def executable(prog, d):
-    """The program's own executable in build directory d (for sqlite3, the shell)."""
-    return {"bzip2": d / "bzip2", "lz4": d / "programs" / "lz4", "sqlite3": d / "sqlite3"}[prog]
+    """The program's own executable in build directory d (for sqlite3, the shell; for jsoncpp,
+    the reader/writer test runner, which parses a file and writes it back)."""
+    return {"bzip2": d / "bzip2", "lz4": d / "programs" / "lz4", "sqlite3": d / "sqlite3",
+            "jsoncpp": d / "build" / "bin" / "jsontestrunner_exe"}[prog]
+
+
+def jsoncpp_binaries(d):
+    """jsoncpp's reader/writer runner, its unit tests and its shared library."""
+    return [executable("jsoncpp", d), d / "build" / "bin" / "jsoncpp_test"] + sorted(
+        f for f in (d / "build" / "lib").glob("libjsoncpp.so.*.*") if not f.is_symlink())
 
 
 def binaries(prog, d):
     """The ELF files of a build that carry sites."""
+    if prog == "jsoncpp":
+        return jsoncpp_binaries(d)
     return [executable(prog, d)] + {
         "bzip2": sorted(f for f in d.glob("libbz2.so.*") if not f.is_symlink()),
         "lz4": [],
@@ -216,6 +274,8 @@ def build_all(session, progs):
             d = build_bzip2(v, logf)
         elif prog == "lz4":
             d = build_lz4(v, logf)
+        elif prog == "jsoncpp":
+            d = build_jsoncpp(v, logf)
         else:
             d = build_sqlite3(v, logf, testfixture=not (session.ci or session.bench)
                               and (v == "plain" or VARIANTS[v]["bootprof"]))

@@ -1,10 +1,10 @@
 """The programs' own tests: takes the build directories (builds.build_all) and runs, on every
 variant and, for the bootprof builds, in every mode (every site disabled, every site enabled in
-trap mode and in call mode): bzip2's `make test`, lz4's essential tests, the sqlite3 shell on a
-fixed script compared byte for byte with the plain build, and sqlite3's testfixture on a set of
-test files. Hands on the results per variant and mode (pass or errors, seconds, hits), and
-records a problem in the session for every failure, differing output, and difference between
-trap and call mode in the hits each process saw."""
+trap mode and in call mode): bzip2's `make test`, lz4's essential tests, jsoncpp's ctest, the
+sqlite3 shell on a fixed script compared byte for byte with the plain build, and sqlite3's
+testfixture on a set of test files. Hands on the results per variant and mode (pass or errors,
+seconds, hits), and records a problem in the session for every failure, differing output, and
+difference between trap and call mode in the hits each process saw."""
 import os
 import re
 import shutil
@@ -44,6 +44,21 @@ LZ4_TRAP_SUBSET = [
 ]
 
 
+# jsoncpp's ctest: its unit tests (jsoncpp_test, 119 test cases), and test/runjsontests.py
+# running jsontestrunner_exe on each of test/data's 63 files (parse, write, parse again, write
+# again; three writer classes), once alone and once with JSONChecker's files. Every process starts
+# with about 40,000 hits under -finstrument-functions (iostreams, strings), and two files take
+# 16 million each (a 9.5 KB document's every character goes through a handful of functions):
+# 228 million hits in all, about 8 minutes of SIGTRAPs. That build's trap mode runs the unit
+# tests and the runner with JSONChecker's files, once, on test/data without the files over
+# 100,000 hits (hits per file measured in call mode with BOOTPROF_STATS): about 15 million hits.
+JSONCPP_CTEST = "ctest (jsoncpp_test, jsoncpp_readerwriter, jsoncpp_readerwriter_json_checker)"
+JSONCPP_TRAP_LEAVE_OUT = [
+    "legacy_test_large_01", "legacy_test_array_07", "fail_test_stack_limit",
+    "legacy_test_array_05", "legacy_test_complex_01", "legacy_test_comment_02",
+]
+
+
 def mode_env(mode, stats):
     env = {"BOOTPROF_STATS": str(stats)}
     if mode != "disabled":
@@ -78,21 +93,55 @@ def test_bzip2(d, mode, logf, stats):
                 seconds=round(secs, 2))
 
 
-def lz4_trap_subset(variant):
-    """Whether lz4's trap mode runs LZ4_TRAP_SUBSET rather than every essential test."""
-    return variant == "instrument"
+def trap_subset(prog, variant):
+    """Whether the program's trap mode runs a subset of its tests in this build (lz4's
+    LZ4_TRAP_SUBSET, jsoncpp's tests without JSONCPP_TRAP_LEAVE_OUT)."""
+    return prog in ("lz4", "jsoncpp") and variant == "instrument"
 
 
-def test_lz4(d, mode, logf, stats, variant, targets=None):
+def test_lz4(d, mode, logf, stats, variant, targets):
     cc, env = cc_env(variant)
     env = dict(env, **mode_env(mode, stats))
     cflags = make_cflags("lz4", variant)
-    if targets is None:
-        targets = LZ4_TRAP_SUBSET if mode == "trap" and lz4_trap_subset(variant) else LZ4_TESTS
     rc, secs = run(["make", "-C", "tests"] + targets + [f"CC={cc}", f"CFLAGS={cflags}"],
                    cwd=d, env=env, log_to=logf, check=False)
     return dict(passed=rc == 0, detail=f"make -C tests {' '.join(targets)}",
                 seconds=round(secs, 2))
+
+
+def jsoncpp_trap_data(d):
+    """A copy of jsoncpp's test/data without JSONCPP_TRAP_LEAVE_OUT, with JSONChecker's files
+    beside it where runjsontests.py looks for them (../jsonchecker); returns its data directory."""
+    top = d / "trap-data"
+    shutil.rmtree(top, ignore_errors=True)
+    (top / "data").mkdir(parents=True)
+    for f in sorted((d / "test" / "data").glob("*.json")):
+        if f.stem in JSONCPP_TRAP_LEAVE_OUT:
+            continue
+        shutil.copy2(f, top / "data" / f.name)
+        expected = f.with_suffix(".expected")
+        if expected.exists():
+            shutil.copy2(expected, top / "data" / expected.name)
+    shutil.copytree(d / "test" / "jsonchecker", top / "jsonchecker")
+    return top / "data"
+
+
+def test_jsoncpp(d, mode, logf, stats, subset=False):
+    """ctest in the build directory; with subset, the unit tests alone through ctest and the
+    project's runner with JSONChecker's files on test/data without JSONCPP_TRAP_LEAVE_OUT."""
+    env = mode_env(mode, stats)
+    if not subset:
+        rc, secs = run(["ctest", "--output-on-failure"], cwd=d / "build", env=env, log_to=logf,
+                       check=False)
+        return dict(passed=rc == 0, detail=JSONCPP_CTEST, seconds=round(secs, 2))
+    rc1, s1 = run(["ctest", "--output-on-failure", "-R", "^jsoncpp_test$"], cwd=d / "build",
+                  env=env, log_to=logf, check=False)
+    rc2, s2 = run(["python3", "-B", d / "test" / "runjsontests.py", "--with-json-checker",
+                   d / "build" / "bin" / "jsontestrunner_exe", jsoncpp_trap_data(d)], cwd=d,
+                  env=env, log_to=logf, check=False)
+    return dict(passed=rc1 == 0 and rc2 == 0, seconds=round(s1 + s2, 2),
+                detail=f"jsoncpp_test; runjsontests.py --with-json-checker on test/data without "
+                       f"its {len(JSONCPP_TRAP_LEAVE_OUT)} most-hit documents")
 
 
 def sqlite_shell_output(d, mode, stats, script, scratch):
@@ -180,6 +229,18 @@ def check_modes(session, prog, variant, per_mode):
             session.problem(f"{prog} {variant} {mode}: no hits with every site enabled")
 
 
+def run_suite(prog, d, mode, logf, stats, variant, subset=None):
+    """One run of the program's own tests in one mode; subset (by default: in trap mode where
+    trap_subset says so) runs the smaller set."""
+    if subset is None:
+        subset = mode == "trap" and trap_subset(prog, variant)
+    if prog == "bzip2":
+        return test_bzip2(d, mode, logf, stats)
+    if prog == "lz4":
+        return test_lz4(d, mode, logf, stats, variant, LZ4_TRAP_SUBSET if subset else LZ4_TESTS)
+    return test_jsoncpp(d, mode, logf, stats, subset)
+
+
 def suite(session, prog, dirs):
     """The program's own tests, on every variant and (bootprof builds) in every mode."""
     out = {}
@@ -191,10 +252,7 @@ def suite(session, prog, dirs):
             stats = session.scratch / f"stats-{prog}-{v}-{mode}"
             logf = session.logf(f"test-{prog}-{v}-{mode}")
             logf.unlink(missing_ok=True)
-            if prog == "bzip2":
-                r = test_bzip2(d, mode, logf, stats)
-            else:
-                r = test_lz4(d, mode, logf, stats, v)
+            r = run_suite(prog, d, mode, logf, stats, v)
             rows = read_stats(stats)
             rows_by_mode[mode] = rows
             r.update(stats_summary(rows))
@@ -204,11 +262,11 @@ def suite(session, prog, dirs):
             if not r["passed"]:
                 session.problem(f"{prog} {v} {mode}: tests failed (see {logf})")
         if VARIANTS[v]["bootprof"]:
-            if prog == "lz4" and lz4_trap_subset(v):
+            if trap_subset(prog, v):
                 # Trap mode ran a subset: compare it with call mode on the same tests.
                 stats = session.scratch / f"stats-{prog}-{v}-call-subset"
-                test_lz4(d, "call", session.logf(f"test-{prog}-{v}-call-subset"), stats, v,
-                         LZ4_TRAP_SUBSET)
+                run_suite(prog, d, "call", session.logf(f"test-{prog}-{v}-call-subset"), stats,
+                          v, subset=True)
                 rows_by_mode = dict(rows_by_mode, call=read_stats(stats))
             check_modes(session, prog, v, rows_by_mode)
     return out

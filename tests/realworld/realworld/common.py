@@ -17,7 +17,7 @@ TOOL = BIN / "bootprof"
 INCLUDE = ROOT / "runtime" / "include"
 WORK = Path(os.environ.get("BOOTPROF_REALWORLD_DIR", ROOT / "target" / "realworld"))
 SRC = WORK / "src"
-PROGRAMS = ["bzip2", "lz4", "sqlite3"]
+PROGRAMS = ["bzip2", "lz4", "sqlite3", "jsoncpp"]
 MODES = ["disabled", "trap", "call"]
 # The variants --bench times: what the whole-program cost figure compares.
 TIMED = ["plain", "gprof", "gprof-fentry", "fentry"]
@@ -40,7 +40,14 @@ VARIANTS = {
     "probes": dict(
         flags=[f"-I{INCLUDE}"], bootprof=True, what="named probes (bootprof.h), bootprof-link"
     ),
+    # The second linker: lld through the compiler driver, as a CMake user would choose it.
+    "fentry-lld": dict(
+        flags=["-pg", "-mfentry"], link=["-fuse-ld=lld"], bootprof=True,
+        what="-pg -mfentry, bootprof-link, linked by lld"
+    ),
 }
+# The builds of jsoncpp that CI runs (the others: tests/realworld/run without --ci).
+JSONCPP_CI = ["plain", "fentry", "instrument"]
 
 
 class Failure(Exception):
@@ -99,13 +106,14 @@ class Session:
         self.problems.append(msg)
 
     def variants(self, prog):
-        if prog == "sqlite3":
-            if self.bench:
-                chosen = TIMED
-            else:
-                chosen = ["plain", "fentry"] if self.ci else list(VARIANTS)
+        if self.bench:
+            chosen = TIMED
+        elif prog == "sqlite3":
+            chosen = ["plain", "fentry"] if self.ci else [v for v in VARIANTS if v != "fentry-lld"]
+        elif prog == "jsoncpp":
+            chosen = JSONCPP_CI if self.ci else [v for v in VARIANTS if v != "probes"]
         else:
-            chosen = TIMED if self.bench else [v for v in VARIANTS if v != "probes"]
+            chosen = [v for v in VARIANTS if v not in ("probes", "fentry-lld")]
         wanted = getattr(self.args, "variants", None)
         if wanted:
             # The plain build is what every other one is compared with.

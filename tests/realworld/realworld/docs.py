@@ -2,7 +2,8 @@
 -finstrument-functions and named-probes builds) and remakes docs/sqlite3-startup.svg (and .png
 where chromium is installed), docs/sqlite3-startup-summary.txt and docs/sqlite3-points.txt with
 bootprof run and bootprof report; hands on the summary and the points in the session's
-results."""
+results. From jsoncpp's -finstrument-functions build it remakes docs/jsoncpp-startup.svg (.png)
+and docs/jsoncpp-startup-summary.txt the same way."""
 import os
 import re
 import shutil
@@ -10,7 +11,30 @@ import subprocess
 
 import workloads
 
-from .common import ROOT, TOOL, log
+from .builds import executable
+from .common import ROOT, TOOL, Failure, log
+
+
+def chart(trace, svg, scratch):
+    """The flame chart of a session as svg, its screenshot beside it (.png, where chromium is
+    installed), and its summary report, which it hands on."""
+    # From the first record: recording begins before bootprof registers and enables the
+    # program's sites, which takes longer than the start-up it then records.
+    subprocess.run([TOOL, "report", trace, "--format", "flamechart", "--from-first-record",
+                    "-o", svg], check=True)
+    m = re.search(r'<svg[^>]* width="(\d+)" height="(\d+)"', svg.read_text())
+    size = f"{m.group(1)},{min(int(m.group(2)), 4000)}" if m else "1200,800"
+    chromium = shutil.which("chromium")
+    if chromium:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-quic", "--no-first-run", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                        f"--user-data-dir={scratch / 'profile'}",
+                        f"--screenshot={svg.with_suffix('.png')}",
+                        f"--window-size={size}", f"file://{svg}"],
+                       check=True, capture_output=True)
+    return subprocess.run([TOOL, "report", trace, "--format", "summary"], check=True,
+                          capture_output=True).stdout.decode()
 
 
 def make_docs(session, dirs):
@@ -29,23 +53,7 @@ def make_docs(session, dirs):
                     / "sqlite3", "-batch", db], input=workloads.SQLITE_FIRST_QUERY.encode(),
                    check=True, capture_output=True)
     svg = docs / "sqlite3-startup.svg"
-    # From the first record: recording begins before bootprof registers and enables the
-    # program's sites, which takes longer than the start-up it then records.
-    subprocess.run([TOOL, "report", trace, "--format", "flamechart", "--from-first-record",
-                    "-o", svg], check=True)
-    m = re.search(r'<svg[^>]* width="(\d+)" height="(\d+)"', svg.read_text())
-    size = f"{m.group(1)},{min(int(m.group(2)), 4000)}" if m else "1200,800"
-    chromium = shutil.which("chromium")
-    if chromium:
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--disable-quic", "--no-first-run", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-                        f"--user-data-dir={scratch / 'profile'}",
-                        f"--screenshot={docs / 'sqlite3-startup.png'}",
-                        f"--window-size={size}", f"file://{svg}"],
-                       check=True, capture_output=True)
-    summary = subprocess.run([TOOL, "report", trace, "--format", "summary"], check=True,
-                             capture_output=True).stdout.decode()
+    summary = chart(trace, svg, scratch)
     script = scratch / "points.sql"
     script.write_text(workloads.sqlite_script(20000))
     pdb = scratch / "points.db"
@@ -63,3 +71,58 @@ def make_docs(session, dirs):
     session.results["docs"] = dict(startup_summary=summary, points=points,
                                    runtime_points_table=p.stderr.decode(errors="replace")[-4000:])
     log(f"wrote {svg}, docs/sqlite3-points.txt")
+
+
+# The document jsoncpp's chart reads: one of its own test files, small enough that the chart
+# shows each phase (read, parse, print the tree, write, parse the rewrite, write again) as a
+# readable frame.
+JSONCPP_CHART_INPUT = "legacy_test_complex_01.json"
+# The C++ standard library's functions, left out of the chart: string, map, deque and allocator
+# templates are seven in ten of the hooks' hits and would bury jsoncpp's own functions. By their
+# symbols (a template function's demangled name starts with its return type, `void std::...`),
+# and by name for the rest.
+JSONCPP_CHART_NOTRACE = ["_ZSt*", "_ZNSt*", "_ZNKSt*", "std::*", "__gnu_cxx::*"]
+# Runs of the start-up; the chart shows the shortest, the one least disturbed by the machine's
+# other work (on a busy machine one run can take twice as long as the next).
+JSONCPP_CHART_RUNS = 5
+
+
+def recorded_span(trace):
+    """Milliseconds from a session's first record to its last (its summary's threads line)."""
+    summary = subprocess.run([TOOL, "report", trace, "--format", "summary"], check=True,
+                             capture_output=True).stdout.decode()
+    m = re.search(r"first\s+([\d.]+) ms\s+last\s+([\d.]+) ms", summary)
+    if not m:
+        raise Failure(f"no thread's first and last record in the summary of {trace}")
+    return float(m.group(2)) - float(m.group(1))
+
+
+def make_jsoncpp_docs(session, dirs):
+    """jsoncpp's reader/writer runner (the -finstrument-functions build, with its shared library)
+    on one of jsoncpp's test documents, every site but the standard library's enabled in call
+    mode from the first constructor on, the shortest of JSONCPP_CHART_RUNS runs:
+    docs/jsoncpp-startup.svg (.png) and docs/jsoncpp-startup-summary.txt."""
+    if "instrument" not in dirs:
+        raise Failure("the jsoncpp chart needs the instrument build (--variants instrument)")
+    docs = ROOT / "docs"
+    scratch = session.scratch / "docs-jsoncpp"
+    scratch.mkdir()
+    d = dirs["instrument"]
+    doc = scratch / JSONCPP_CHART_INPUT
+    shutil.copy2(d / "test" / "data" / JSONCPP_CHART_INPUT, doc)
+    notrace = [a for pattern in JSONCPP_CHART_NOTRACE for a in ("-x", pattern)]
+    runs = []
+    for i in range(JSONCPP_CHART_RUNS):
+        trace = scratch / f"startup-{i}.session"
+        subprocess.run([TOOL, "run", "--mode", "call", "-e", "*"] + notrace
+                       + ["-o", trace, "--", executable("jsoncpp", d), doc],
+                       check=True, capture_output=True)
+        runs.append((recorded_span(trace), trace))
+    span, trace = min(runs)
+    svg = docs / "jsoncpp-startup.svg"
+    summary = chart(trace, svg, scratch)
+    (docs / "jsoncpp-startup-summary.txt").write_text(summary)
+    session.results["docs-jsoncpp"] = dict(startup_summary=summary,
+                                           spans_ms=sorted(s for s, _ in runs))
+    log(f"wrote {svg} ({span:.2f} ms, the shortest of {len(runs)} runs), "
+        f"docs/jsoncpp-startup-summary.txt")

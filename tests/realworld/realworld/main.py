@@ -1,14 +1,16 @@
-"""Real programs, end to end: bzip2, lz4 and sqlite3 from Debian's source packages, built plain,
-with glibc's -pg, and through bootprof-link (-pg -mfentry, -finstrument-functions, and sqlite3
-with named probes from bootprof.h), then judged by their own tests with every probe disabled and
-with every site enabled in trap mode and in call mode.
+"""Real programs, end to end: bzip2, lz4, sqlite3 and jsoncpp (C++, built with CMake) from
+Debian's source packages, built plain, with glibc's -pg, and through bootprof-link (-pg -mfentry,
+-finstrument-functions, sqlite3 with named probes from bootprof.h, jsoncpp also linked by lld),
+then judged by their own tests with every probe disabled and with every site enabled in trap mode
+and in call mode.
 
-usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--variants V,...] [--rounds N]
-                           [--fetch-only] [--no-build] [--update-benchmarks] [--docs]
+usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3,jsoncpp] [--variants V,...]
+                           [--rounds N] [--fetch-only] [--no-build] [--update-benchmarks] [--docs]
 
   --ci                 the subset CI runs: bzip2 and lz4 end to end (every variant and mode), the
                        sqlite3 shell script compared byte for byte (plain and -pg -mfentry, every
-                       mode); small workloads, one timing round
+                       mode), jsoncpp's ctest (plain, -pg -mfentry and -finstrument-functions,
+                       every mode); small workloads, one timing round
   --bench              whole-program cost only (what disabled sites cost a real program's run):
                        build plain, -pg, -pg -mfentry with glibc's hooks, and -pg -mfentry
                        through bootprof-link (sites disabled), time a fixed workload in
@@ -16,14 +18,16 @@ usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3] [--varian
                        callgrind; no tests
   --only P,...         these programs only
   --variants V,...     these builds only (and the plain one): plain, gprof, gprof-fentry, fentry,
-                       fentry-lto, instrument, probes
+                       fentry-lto, instrument, probes (sqlite3), fentry-lld (jsoncpp)
   --rounds N           interleaved timing rounds (default 5, links 3; --ci: 1; --bench: 9)
   --fetch-only         fetch and unpack the sources, then stop (tests/setup calls this)
   --no-build           use the binaries as they are (no cargo build first; also when
                        BOOTPROF_NO_BUILD is set)
   --update-benchmarks  write the results table into BENCHMARKS.md (the real-programs section, or
                        with --bench the whole-program section)
-  --docs               remake docs/sqlite3-startup.svg/.png and docs/sqlite3-points.txt
+  --docs               remake docs/sqlite3-startup.svg/.png and docs/sqlite3-points.txt (with
+                       sqlite3), docs/jsoncpp-startup.svg/.png (with jsoncpp; `--only jsoncpp
+                       --variants instrument --docs` makes only that chart)
 
 The binaries under test are target/release's, or BOOTPROF_BIN_DIR's.
 Sources come from `apt-get source` (a deb-src entry for the running release is added when none
@@ -49,7 +53,7 @@ from .bench import callgrind, link_times, runtimes
 from .builds import build_all, site_report
 from .checks import shell_compare, suite, testfixture
 from .common import BIN, LINK, PROGRAMS, ROOT, TOOL, VARIANTS, WORK, Failure, Session, log
-from .docs import make_docs
+from .docs import make_docs, make_jsoncpp_docs
 from .report import report, update_benchmarks
 from .sources import fetch
 
@@ -72,7 +76,7 @@ def check_program(session, prog, dirs):
             r["sites"][v] = site_report(prog, d, session.logf(f"build-{prog}-{v}"))
             log(f"{prog} {v}: {r['sites'][v]['total']} sites, all hold their NOP; "
                 f"{len(r['sites'][v]['refused'])} probe references left alone")
-    if prog in ("bzip2", "lz4"):
+    if prog in ("bzip2", "lz4", "jsoncpp"):
         r["tests"] = suite(session, prog, dirs)
     else:
         r["shell"] = shell_compare(session, dirs)
@@ -96,6 +100,8 @@ def run_programs(session, progs):
         check_program(session, prog, dirs[prog])
     if session.args.docs and "sqlite3" in progs:
         make_docs(session, dirs["sqlite3"])
+    if session.args.docs and "jsoncpp" in progs:
+        make_jsoncpp_docs(session, dirs["jsoncpp"])
     return dirs
 
 

@@ -64,6 +64,9 @@ def report(results, ci):
                            f"(trap: {len(SQLITE_TRAP_TESTS)})")
                 if key == "shell" and "trap" in modes:
                     lab += f"; trap: {modes['trap']['script']}"
+                trap_detail = modes.get("trap", {}).get("detail")
+                if key == "tests" and trap_detail and trap_detail != lab:
+                    lab += f"; trap: {trap_detail}"
                 L.append(f"| {prog} | {lab} | {v} | {cell(modes.get('disabled'))} | "
                          f"{cell(modes.get('trap'))} | {cell(modes.get('call'))} |")
     L = ["| program | workload | build | wall s (median) | × plain (paired) | CPU s | "

@@ -1,7 +1,7 @@
 """The programs' sources: takes the program names and hands on their Debian source trees,
-unpacked by `apt-get source` under WORK/src (source_dir finds one). On the way it installs the
-packages the builds and tests need, and adds a deb-src entry for the running release when there
-is none (as root, or through sudo)."""
+unpacked by `apt-get source` under WORK/src (source_dir finds one; jsoncpp's source package is
+libjsoncpp). On the way it installs the packages the builds and tests need, and adds a deb-src
+entry for the running release when there is none (as root, or through sudo)."""
 import os
 import re
 import shutil
@@ -19,7 +19,15 @@ NEEDS = {
     "runuser": "util-linux",
     "patch": "patch",
     "valgrind": "valgrind",
+    "cmake": "cmake",
+    "g++": "g++",
 }
+# Debian's source package of a program, where its name is not the program's.
+SOURCE_PACKAGE = {"jsoncpp": "libjsoncpp"}
+
+
+def package(prog):
+    return SOURCE_PACKAGE.get(prog, prog)
 
 
 def have_deb_src():
@@ -70,7 +78,8 @@ def add_deb_src():
 
 
 def source_dir(prog):
-    dirs = sorted(d for d in SRC.glob(f"{prog}-*") if d.is_dir() and (d / "debian").is_dir())
+    dirs = sorted(d for d in SRC.glob(f"{package(prog)}-*")
+                  if d.is_dir() and (d / "debian").is_dir())
     return dirs[-1] if dirs else None
 
 
@@ -94,15 +103,16 @@ def fetch(progs):
     if not have_deb_src():
         add_deb_src()
         subprocess.run(sudo() + ["apt-get", "update", "-qq"], check=True)
-    log(f"apt-get source {' '.join(missing)}")
-    p = subprocess.run(["apt-get", "source", "-qq"] + missing, cwd=SRC,
+    packages = [package(p) for p in missing]
+    log(f"apt-get source {' '.join(packages)}")
+    p = subprocess.run(["apt-get", "source", "-qq"] + packages, cwd=SRC,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if p.returncode != 0:
         # A stale package list names versions the mirror no longer has: refresh and retry once.
         subprocess.run(sudo() + ["apt-get", "update", "-qq"], check=True)
-        p = subprocess.run(["apt-get", "source", "-qq"] + missing, cwd=SRC,
+        p = subprocess.run(["apt-get", "source", "-qq"] + packages, cwd=SRC,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for prog in missing:
         if source_dir(prog) is None:
-            raise Failure(f"apt-get source {prog} gave no source tree in {SRC}: "
+            raise Failure(f"apt-get source {package(prog)} gave no source tree in {SRC}: "
                           f"{p.stderr.decode(errors='replace').strip()[-400:]}")
