@@ -15,6 +15,8 @@ mod latency;
 mod names;
 #[path = "runtime/perfetto.rs"]
 mod perfetto;
+#[path = "runtime/scale.rs"]
+mod scale;
 #[path = "runtime/stacks.rs"]
 mod stacks;
 
@@ -1026,7 +1028,7 @@ fn lane_file(dir: &Path) -> PathBuf {
 /// Per process of a session: its records of site `name`, in order, as their arguments.
 fn args_by_process(t: &bootprof_report::Trace, name: &str) -> Vec<Vec<u64>> {
     let mut out = vec![Vec::new(); t.processes.len()];
-    for r in &t.records {
+    for r in t.records.iter() {
         if t.sites[r.site as usize].name == name {
             let (p, _) = t
                 .process_of(r.tid)

@@ -169,7 +169,14 @@ impl Sink for Chrome<'_, '_> {
         write!(self.out, "]}}}}")
     }
 
-    fn instant(&mut self, lane: usize, r: &Record, name: NameId, t: u64) -> io::Result<()> {
+    fn instant(
+        &mut self,
+        lane: usize,
+        _index: usize,
+        r: &Record,
+        name: NameId,
+        t: u64,
+    ) -> io::Result<()> {
         let cat = match r.kind {
             RecordKind::Event => "event",
             RecordKind::Hold | RecordKind::Release => "hold",

@@ -185,7 +185,7 @@ mod tests {
                 site(Kind::Probe, "app", "idle", "loop"),
             ],
             threads: Vec::new(),
-            records: Vec::new(),
+            records: crate::records::Records::from_vec(Vec::new()),
             truncated: None,
             processes,
             thread_process: Default::default(),

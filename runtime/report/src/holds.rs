@@ -52,7 +52,7 @@ fn find(m: &Model) -> Holds {
     for (i, r) in records.iter().enumerate() {
         let key = match r.kind {
             RecordKind::Wait | RecordKind::Unwait | RecordKind::Hold | RecordKind::Release => {
-                (m.lane(r.tid), m.name(r))
+                (m.lane(r.tid), m.name(&r))
             }
             _ => continue,
         };
@@ -62,7 +62,7 @@ fn find(m: &Model) -> Holds {
                 holds.waits.push(Wait {
                     lane: key.0,
                     what: key.1,
-                    frame: m.wait_frame(r),
+                    frame: m.wait_frame(&r),
                     start: i,
                     end: None,
                     blame: None,
@@ -108,8 +108,8 @@ fn find(m: &Model) -> Holds {
             hold,
             start,
             release,
-            start_ns: m.ns(records[start].tsc),
-            end_ns: m.ns(records[release].tsc),
+            start_ns: m.ns(records.at(start).tsc),
+            end_ns: m.ns(records.at(release).tsc),
             frame: NO_NAME,
         });
     }

@@ -12,9 +12,11 @@
 //! --latency` measured). [`counts`] needs no records: it prints the hit counts a session's
 //! processes wrote when they counted instead of recording (`bootprof run --count`).
 //!
-//! Every format writes as it goes; the ones that aggregate keep one entry per distinct stack or
-//! name, and the flame chart keeps only the frames wide enough to draw, so memory beyond the
-//! records themselves does not grow with the trace.
+//! The records themselves are not held: [`records`] reads a trace file's from the file, and
+//! merges a session's lanes by time into a temporary file when they are many. Every format
+//! writes as it goes; the ones that aggregate keep one entry per distinct stack or name, and the
+//! flame chart keeps only the frames wide enough to draw, so memory does not grow with the
+//! trace (about 60 MB for 37.5 million records).
 #![deny(missing_docs)]
 // Errors are built once per failed report; their size does not matter, their context does.
 #![allow(clippy::result_large_err)]
@@ -34,6 +36,7 @@ pub mod model;
 pub mod perfetto;
 pub mod points;
 pub mod process;
+pub mod records;
 pub mod run;
 pub mod session;
 pub mod signals;
@@ -214,8 +217,24 @@ pub fn report(
     for note in sources.iter().flat_map(|s| &s.notes) {
         eprintln!("bootprof: note: --srcline: {note}");
     }
-    // Called once, by one of the two arms below.
-    let write = |out: &mut dyn Write| write_report_with(&trace, format, options, sources, out);
+    // Called once, by one of the two arms below. Records that could not be read back as they
+    // were checked make the report an error (its file is then not written).
+    let write = |out: &mut dyn Write| {
+        write_report_with(&trace, format, options, sources, out)?;
+        match trace.records.failure() {
+            Some(what) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what)),
+            None => Ok(()),
+        }
+    };
+    let unreadable = |e: &std::io::Error| {
+        (e.kind() == std::io::ErrorKind::InvalidData && trace.records.failure().is_some()).then(
+            || Error::Malformed {
+                at: Location::file(input.display().to_string()),
+                format: "trace",
+                what: format!("{e}; no report was made of it"),
+            },
+        )
+    };
     match output {
         None => {
             let stdout = std::io::stdout();
@@ -224,7 +243,8 @@ pub fn report(
             match done {
                 // `bootprof report t | head` is not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                r => r.map_err(|e| Error::io("<stdout>", e)),
+                Err(e) => Err(unreadable(&e).unwrap_or_else(|| Error::io("<stdout>", e))),
+                Ok(()) => Ok(()),
             }
         }
         Some(path) => {
@@ -257,7 +277,8 @@ pub fn report(
                 tmp.persist(path).map_err(|e| e.error)?;
                 Ok(())
             })();
-            written.map_err(|e: std::io::Error| Error::io(path, e))
+            written
+                .map_err(|e: std::io::Error| unreadable(&e).unwrap_or_else(|| Error::io(path, e)))
         }
     }
 }

@@ -198,14 +198,27 @@ impl<'t> Model<'t> {
         m.functions.sort_unstable();
         m.functions.dedup_by_key(|f| (f.0, f.1));
         m.end_ns = trace.records.last().map_or(0, |r| m.ns(r.tsc));
+        m.read_lanes();
+        m
+    }
 
-        // One pass: the lanes, their names from THREAD records, which names have EXITs.
+    /// One pass over the records: the lanes, their names from THREAD records, which names
+    /// have EXITs.
+    fn read_lanes(&mut self) {
+        let m = self;
+        let trace = m.trace;
         let mut thread_names: HashMap<u32, Option<String>> =
             trace.threads.iter().cloned().collect();
         let mut named: HashMap<u32, String> = HashMap::new();
+        // The lane of the previous record: records come in runs of one thread's.
+        let mut last: Option<(u32, usize)> = None;
         for (i, r) in trace.records.iter().enumerate() {
-            let lane = match m.lane_of.get(&r.tid) {
-                Some(&l) => l,
+            let known = match last {
+                Some((tid, l)) if tid == r.tid => Some(l),
+                _ => m.lane_of.get(&r.tid).copied(),
+            };
+            let lane = match known {
+                Some(l) => l,
                 None => {
                     let l = m.lanes.len();
                     m.lane_of.insert(r.tid, l);
@@ -229,10 +242,11 @@ impl<'t> Model<'t> {
                     l
                 }
             };
+            last = Some((r.tid, lane));
             m.lanes[lane].last_ns = m.ns(r.tsc);
             match r.kind {
                 RecordKind::Exit => {
-                    let n = m.name(r) as usize;
+                    let n = m.name(&r) as usize;
                     if m.has_exit.len() <= n {
                         m.has_exit.resize(n + 1, false);
                     }
@@ -263,7 +277,6 @@ impl<'t> Model<'t> {
             let label = m.lanes[l].label_text();
             m.lanes[l].label = m.intern(&label);
         }
-        m
     }
 
     /// The id of `name`, interned.
@@ -418,21 +431,20 @@ impl<'t> Model<'t> {
         (q == p).then_some((start, name))
     }
 
-    /// The call stack recorded at record `i` (`bootprof run --stacktrace`): the FRAME records
-    /// right after it of its thread, time and site, innermost first (the site's address, then
-    /// return addresses). Empty for a record without one, and for a FRAME record itself.
-    pub fn stack_of(&self, i: usize) -> &'t [Record] {
-        let records = &self.trace.records;
-        let Some(r) = records.get(i).filter(|r| r.kind != RecordKind::Frame) else {
+    /// The call stack recorded at `r`, given the records after it (`bootprof run
+    /// --stacktrace`): the FRAME records right after it of its thread, time and site,
+    /// innermost first (the site's address, then return addresses). Empty for a record without
+    /// one, and for a FRAME record itself.
+    pub fn stack_of<'r>(&self, r: &Record, after: &'r [Record]) -> &'r [Record] {
+        if r.kind == RecordKind::Frame {
             return &[];
-        };
-        let n = records[i + 1..]
-            .iter()
+        }
+        let n = (after.iter())
             .take_while(|f| {
                 f.kind == RecordKind::Frame && (f.tid, f.tsc, f.site) == (r.tid, r.tsc, r.site)
             })
             .count();
-        &records[i + 1..i + 1 + n]
+        &after[..n]
     }
 
     /// The instrumented function of `lane`'s process holding `address`, a frame of a recorded

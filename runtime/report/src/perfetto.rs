@@ -298,7 +298,7 @@ impl Perfetto<'_, '_> {
         let m = self.m;
         let blame = &m.holds.blames[b];
         let holder = &m.lanes[blame.holder];
-        let held_since = m.ns(m.trace.records[blame.hold].tsc);
+        let held_since = m.ns(m.trace.records.at(blame.hold).tsc);
         event.debug_annotations = vec![
             annotation(Annotation::Holder).text(holder.label_text()),
             annotation(Annotation::HolderTid).uint(u64::from(holder.tid)),
@@ -407,14 +407,6 @@ fn realtime_origin(m: &Model) -> Option<u64> {
     Some(realtime.saturating_sub(m.ns(p.start_tsc)))
 }
 
-/// The index of `r`, a record of `m`'s trace, in its records.
-fn index_of(m: &Model, r: &Record) -> Option<usize> {
-    let records = &m.trace.records;
-    let offset = (r as *const Record as usize).checked_sub(records.as_ptr() as usize)?;
-    let i = offset / std::mem::size_of::<Record>();
-    (i < records.len() && std::ptr::eq(&records[i], r)).then_some(i)
-}
-
 fn category(frame: &Frame) -> Category {
     match (frame.mirrored, frame.kind) {
         (true, _) => Category::Blamed,
@@ -478,7 +470,14 @@ impl Sink for Perfetto<'_, '_> {
         self.emit_event(packet)
     }
 
-    fn instant(&mut self, lane: usize, r: &Record, name: NameId, t: u64) -> io::Result<()> {
+    fn instant(
+        &mut self,
+        lane: usize,
+        index: usize,
+        r: &Record,
+        name: NameId,
+        t: u64,
+    ) -> io::Result<()> {
         let category = match r.kind {
             RecordKind::Event => Category::Event,
             RecordKind::Hold | RecordKind::Release => Category::Hold,
@@ -497,7 +496,7 @@ impl Sink for Perfetto<'_, '_> {
                 annotation(Annotation::What).text(r.kind.name().to_string())
             });
         if r.kind == RecordKind::Release && !self.releases.is_empty() {
-            if let Some(flows) = index_of(self.m, r).and_then(|i| self.releases.remove(&i)) {
+            if let Some(flows) = self.releases.remove(&index) {
                 event.terminating_flow_ids = flows;
             }
         }

@@ -11,6 +11,7 @@
 use crate::error::{Error, Location, Result};
 use crate::intervals::{KeptChunks, Latency};
 pub use crate::process::{signal_name, Counts, Ending, Process};
+use crate::records::{merge_sorted, Records, Sorter, Spool};
 use crate::trace::{Trace, TraceSite};
 use bootprof_format::lane::{
     self as fmt, field, Chunk, End, Keep, LaneHeader, Meta, SessionHeader, CHUNK_SIZE,
@@ -20,6 +21,10 @@ use bootprof_format::trace::{Record, TraceHeader};
 use bootprof_format::Kind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+/// How many chunks of a lane are read between lettings go of its pages (see
+/// [`LaneData::let_go`]).
+const LET_GO_CHUNKS: usize = 4 * 1024;
 
 /// Whether `path` is a session directory or a lane file (not a single trace file).
 pub fn is_session(path: &Path) -> bool {
@@ -32,18 +37,32 @@ pub fn is_session(path: &Path) -> bool {
         .is_ok_and(|()| magic == fmt::LANE_MAGIC)
 }
 
-/// What one lane holds.
-struct LaneData {
+/// What one lane holds. Its records stay in its bytes (mapped) until the lanes are merged.
+struct LaneData<'a> {
     header: LaneHeader,
     process: Process,
     sites: HashMap<u32, TraceSite>,
     threads: HashMap<u32, String>,
     /// Threads whose name the program gave (a THREAD record).
     named: std::collections::HashSet<u32>,
-    /// (tid, record with the lane's site id).
-    /// Records as the lane has them: `tid` the real thread id, `site` the lane's site id (both
-    /// mapped when the lanes are merged, in place).
-    records: Vec<Record>,
+    /// The lane's bytes (padded to a whole chunk where the file was cut short).
+    bytes: std::borrow::Cow<'a, [u8]>,
+    /// The lane file's mapping, if `bytes` are its pages.
+    map: Option<&'a memmap2::Mmap>,
+    /// Chunks read since its pages were last let go.
+    unreleased: std::cell::Cell<usize>,
+    /// Each thread that has records, by tid, with its data chunks in the order it wrote them.
+    data: Vec<(u32, Vec<usize>)>,
+    /// For a lane that measured intervals: the records of its kept windows, as the lane has
+    /// them (`tid` the real thread id, `site` the lane's site id).
+    kept: Option<Vec<Record>>,
+    /// The latest TSC of its records.
+    last_tsc: Option<u64>,
+    /// The site ids its records name.
+    site_ids: std::collections::HashSet<u32>,
+    /// Whether some thread's records go back in time (a hit in a signal handler that claimed
+    /// its slot before the hit it interrupted): then the lanes' records are sorted, not merged.
+    unsorted: bool,
     /// The last hit counts the lane holds, by the lane's site ids.
     counts: Option<Vec<(u32, u64)>>,
 }
@@ -66,9 +85,14 @@ pub fn read_session(path: &Path) -> Result<Trace> {
         .ok()
         .and_then(|b| SessionHeader::decode(&b).ok());
     let mut problems = Vec::new();
+    let maps: Vec<std::io::Result<memmap2::Mmap>> = files.iter().map(|f| map(f)).collect();
     let mut lanes = Vec::new();
-    for f in &files {
-        match read_lane(&dir, f) {
+    for (f, map) in files.iter().zip(&maps) {
+        let lane = match map {
+            Ok(map) => lane_of_bytes(Some(&dir), f, map, Some(map)),
+            Err(e) => Err(Error::io(f, std::io::Error::new(e.kind(), e.to_string()))),
+        };
+        match lane {
             Ok(l) => lanes.push(l),
             Err(e) => problems.push(format!("left out: {e}")),
         }
@@ -90,13 +114,7 @@ pub fn read_session(path: &Path) -> Result<Trace> {
     lanes.sort_by_key(|l| (l.process.start_tsc, l.process.pid));
     settle_endings(&mut lanes, session.as_ref());
     let hz = tsc_hz(&lanes, session.as_ref());
-    Ok(merge(lanes, hz, session.as_ref(), problems))
-}
-
-/// Reads one lane file of the session in `dir`.
-fn read_lane(dir: &Path, path: &Path) -> Result<LaneData> {
-    let map = map(path).map_err(|e| Error::io(path, e))?;
-    lane_of_bytes(Some(dir), path, &map)
+    merge(lanes, hz, session.as_ref(), problems)
 }
 
 /// The lane file at `path`, mapped (a lane of a keep-all run can be gigabytes; only the pages
@@ -111,17 +129,22 @@ fn map(path: &Path) -> std::io::Result<memmap2::Mmap> {
 /// Checks and decodes one lane held in memory (`path` names it; a fork child's parent lane is
 /// looked for in `dir`, if given). The fuzz target's unit.
 pub fn parse_lane(data: &[u8], path: &Path) -> Result<Trace> {
-    let mut lanes = vec![lane_of_bytes(None, path, data)?];
+    let mut lanes = vec![lane_of_bytes(None, path, data, None)?];
     settle_endings(&mut lanes, None);
     let hz = tsc_hz(&lanes, None);
-    Ok(merge(lanes, hz, None, Vec::new()))
+    merge(lanes, hz, None, Vec::new())
 }
 
-fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneData> {
+/// `map` is the mapping `data` is, if it is one.
+fn lane_of_bytes<'a>(
+    dir: Option<&Path>,
+    path: &Path,
+    data: &'a [u8],
+    map: Option<&'a memmap2::Mmap>,
+) -> Result<LaneData<'a>> {
     let name = path.display().to_string();
-    let padded;
-    let mut bytes = data;
-    let header = LaneHeader::decode(bytes).map_err(|what| Error::Malformed {
+    let mut bytes = std::borrow::Cow::Borrowed(data);
+    let header = LaneHeader::decode(&bytes).map_err(|what| Error::Malformed {
         at: Location {
             section: Some("lane header".into()),
             offset: Some(0),
@@ -136,10 +159,8 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
         (LANE_HEADER_SIZE as u64).saturating_add(in_use(&header).saturating_mul(CHUNK_SIZE as u64));
     let cut_bytes = expected.saturating_sub(bytes.len() as u64);
     if cut_bytes > 0 && (bytes.len() - LANE_HEADER_SIZE) % CHUNK_SIZE != 0 {
-        let mut v = bytes.to_vec();
-        v.resize(bytes.len().next_multiple_of(CHUNK_SIZE), 0);
-        padded = v;
-        bytes = &padded;
+        let len = bytes.len().next_multiple_of(CHUNK_SIZE);
+        bytes.to_mut().resize(len, 0);
     }
     let exe_area = &bytes[field::EXE..LANE_HEADER_SIZE];
     let exe_bytes = fmt::c_string(exe_area, 0, exe_area.len());
@@ -149,7 +170,6 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
         .take_while(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let chunks = chunks_of(bytes, in_use(&header));
     let mut lane = LaneData {
         process: Process {
             pid: header.pid,
@@ -178,15 +198,118 @@ fn lane_of_bytes(dir: Option<&Path>, path: &Path, data: &[u8]) -> Result<LaneDat
         sites: HashMap::new(),
         threads: HashMap::new(),
         named: Default::default(),
-        records: Vec::new(),
+        bytes: std::borrow::Cow::Borrowed(&[]),
+        map,
+        unreleased: Default::default(),
+        data: Vec::new(),
+        kept: None,
+        last_tsc: None,
+        site_ids: Default::default(),
+        unsorted: false,
         counts: None,
     };
     let header = lane.header.clone();
     if let Some(dir) = dir {
-        inherit_metadata(dir, &header, bytes, &mut lane, 0);
+        inherit_metadata(dir, &header, &bytes, &mut lane, 0);
     }
-    read_chunks(chunks, &mut lane);
+    read_chunks(chunks_of(&bytes, in_use(&header)), &mut lane);
+    lane.bytes = bytes;
     Ok(lane)
+}
+
+impl LaneData<'_> {
+    /// Lets the pages of the lane's file that were read go (they are read again if needed): a
+    /// lane of a keep-all run can be gigabytes, and a mapped page read stays in the process's
+    /// memory until then.
+    fn let_go(&self) {
+        self.unreleased.set(0);
+        if let Some(map) = self.map {
+            // SAFETY: a read-only shared mapping of a file: dropped pages are read from the
+            // file again on the next access, and nothing holds on to their contents.
+            _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+
+    /// Notes that a chunk was read: every [`LET_GO_CHUNKS`] the pages are let go.
+    fn chunk_read(&self) {
+        let n = self.unreleased.get() + 1;
+        self.unreleased.set(n);
+        if n >= LET_GO_CHUNKS {
+            self.let_go();
+        }
+    }
+
+    /// The lane's chunks.
+    fn chunks(&self) -> &[u8] {
+        chunks_of(&self.bytes, in_use(&self.header))
+    }
+
+    /// The threads that have records, by tid.
+    fn tids(&self) -> Vec<u32> {
+        let mut tids: Vec<u32> = match &self.kept {
+            Some(kept) => kept.iter().map(|r| r.tid).collect(),
+            None => self.data.iter().map(|&(tid, _)| tid).collect(),
+        };
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    }
+
+    /// Each thread's records (by tid), in the order it wrote them.
+    fn threads(&self) -> Vec<(u32, Box<dyn Iterator<Item = Record> + '_>)> {
+        if let Some(kept) = &self.kept {
+            // Sorted by thread: each thread's records are a run of them.
+            return (kept.chunk_by(|a, b| a.tid == b.tid))
+                .map(|run| -> (u32, Box<dyn Iterator<Item = Record> + '_>) {
+                    (run[0].tid, Box::new(run.iter().copied()))
+                })
+                .collect();
+        }
+        (self.data.iter())
+            .map(
+                |(tid, list)| -> (u32, Box<dyn Iterator<Item = Record> + '_>) {
+                    let chunks = self.chunks();
+                    let each = list.iter().flat_map(move |&k| {
+                        self.chunk_read();
+                        let mut records = Vec::new();
+                        if let Some((base, slots)) = data_chunk(chunks, k) {
+                            fmt::slot_records(base, slots, |r| records.push(r.record(*tid)));
+                        }
+                        records
+                    });
+                    (*tid, Box::new(each))
+                },
+            )
+            .collect()
+    }
+
+    /// The records of the data chunks in `chunks` (the lane's), thread by thread (by tid), each
+    /// thread's in the order it wrote them, to `each`; returns the counts of the slots read.
+    fn records_from(&self, chunks: &[u8], mut each: impl FnMut(Record)) -> fmt::SlotStats {
+        let mut total = fmt::SlotStats::default();
+        for (tid, list) in &self.data {
+            for &k in list {
+                if let Some((base, slots)) = data_chunk(chunks, k) {
+                    let stats = fmt::slot_records(base, slots, |r| each(r.record(*tid)));
+                    total.torn += stats.torn;
+                    total.bad += stats.bad;
+                    total.records += stats.records;
+                }
+                self.chunk_read();
+            }
+        }
+        self.let_go();
+        total
+    }
+}
+
+/// The TSC base and the slots of chunk `k` of `chunks`, if it is a data chunk.
+fn data_chunk(chunks: &[u8], k: usize) -> Option<(u64, &[u8])> {
+    let at = k * CHUNK_SIZE;
+    match fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
+        Chunk::Data { base, slots, .. } => Some((base, slots)),
+        _ => None,
+    }
 }
 
 /// Chunks a lane's process claimed and could use: a claim past the lane's allocated end failed
@@ -322,6 +445,7 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
     let mut k = 0;
     while k < n {
         let at = k * CHUNK_SIZE;
+        lane.chunk_read();
         match fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
             Chunk::Meta { .. } => {
                 k += read_meta_at(chunks, k, lane, Whose::Own);
@@ -345,11 +469,17 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
     }
     if let Some(mut latency) = lane.process.latency.take() {
         let mut stats = fmt::SlotStats::default();
-        lane.records = kept.records(chunks, &mut latency, &mut stats);
+        let records = kept.records(chunks, &mut latency, &mut stats);
         lane.process.torn += stats.torn;
         lane.process.damaged += stats.bad;
-        lane.process.records += lane.records.len() as u64;
+        lane.process.records += records.len() as u64;
         lane.process.latency = Some(latency);
+        lane.last_tsc = records.iter().map(|r| r.tsc).max();
+        lane.site_ids = records.iter().map(|r| r.site).collect();
+        lane.unsorted = records
+            .windows(2)
+            .any(|w| w[0].tid == w[1].tid && w[1].tsc < w[0].tsc);
+        lane.kept = Some(records);
         return;
     }
     let mut tids: Vec<u32> = data.keys().copied().collect();
@@ -363,17 +493,43 @@ fn read_chunks(chunks: &[u8], lane: &mut LaneData) {
                 lane.process.overwritten += first;
             }
         }
-        for (_, k) in list {
-            let at = k * CHUNK_SIZE;
-            if let Chunk::Data { base, slots, .. } = fmt::chunk(&chunks[at..at + CHUNK_SIZE]) {
-                let records = &mut lane.records;
-                let stats = fmt::slot_records(base, slots, |r| records.push(r.record(tid)));
-                lane.process.torn += stats.torn;
-                lane.process.damaged += stats.bad;
-                lane.process.records += stats.records;
-            }
-        }
+        lane.data
+            .push((tid, list.into_iter().map(|(_, k)| k).collect()));
     }
+    // Counted now (the records themselves are read again when the lanes are merged).
+    let mut last = None;
+    let mut seen = std::collections::HashSet::new();
+    // A bit per site id (24 bits in a slot: at most 2 MiB).
+    let mut site_bits: Vec<u64> = Vec::new();
+    let mut unsorted = false;
+    let mut previous = (u32::MAX, 0);
+    let stats = lane.records_from(chunks, |r| {
+        last = last.max(Some(r.tsc));
+        if previous.0 == r.tid {
+            unsorted |= r.tsc < previous.1;
+        } else {
+            seen.insert(r.tid);
+        }
+        previous = (r.tid, r.tsc);
+        let (word, bit) = (r.site as usize / 64, r.site % 64);
+        if word >= site_bits.len() {
+            site_bits.resize(word + 1, 0);
+        }
+        site_bits[word] |= 1 << bit;
+    });
+    lane.data.retain(|(tid, _)| seen.contains(tid));
+    lane.last_tsc = last;
+    lane.site_ids = (site_bits.iter().enumerate())
+        .flat_map(|(w, &bits)| {
+            (0..64)
+                .filter(move |b| bits >> b & 1 == 1)
+                .map(move |b| w as u32 * 64 + b)
+        })
+        .collect();
+    lane.unsorted = unsorted;
+    lane.process.torn += stats.torn;
+    lane.process.damaged += stats.bad;
+    lane.process.records += stats.records;
 }
 
 /// Reads the latency area of `len` bytes starting at chunk `k`; returns the chunks it spans.
@@ -421,7 +577,7 @@ fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
         } else {
             Ending::Vanished
         };
-        let last = lanes[i].records.iter().map(|r| r.tsc).max();
+        let last = lanes[i].last_tsc;
         let end_tsc = (h.end_tsc != 0).then_some(h.end_tsc).or(last);
         // A counting process's counts, when it wrote some, are set when the lanes are merged.
         let unwritten = (h.flags & fmt::FLAG_COUNTS != 0 && lanes[i].counts.is_none()).then(|| {
@@ -541,41 +697,34 @@ pub(crate) fn clocks_now() -> (u64, u64) {
 
 /// One trace of all lanes: sites concatenated (each lane's ids mapped to indices), threads keyed
 /// by their tid, or by a number of their own where two processes' threads share a tid (an
-/// `exec`, or a reused pid).
+/// `exec`, or a reused pid), records merged in time order (see [`merge_records`]).
 fn merge(
-    lanes: Vec<LaneData>,
+    mut lanes: Vec<LaneData>,
     hz: u64,
     session: Option<&SessionHeader>,
     problems: Vec<String>,
-) -> Trace {
+) -> Result<Trace> {
     let mut sites = Vec::new();
     let mut threads = Vec::new();
-    let mut records: Vec<Record> = Vec::new();
-    let mut processes = Vec::new();
     let mut thread_process: HashMap<u32, (usize, u32)> = HashMap::new();
     // Keys for threads whose tid an earlier lane took: numbers no lane's thread has.
-    let taken: std::collections::HashSet<u32> = lanes
-        .iter()
-        .flat_map(|l| l.records.iter().map(|r| r.tid))
-        .collect();
+    let taken: std::collections::HashSet<u32> = lanes.iter().flat_map(|l| l.tids()).collect();
     let mut next_key = 0xF000_0000u32;
     let start_tsc = lanes.iter().map(|l| l.header.start_tsc).min().unwrap_or(0);
     let dropped = lanes.iter().map(|l| l.process.dropped).sum();
-    for (p, mut lane) in lanes.into_iter().enumerate() {
-        let mut ids: Vec<u32> = lane.sites.keys().copied().collect();
-        ids.sort_unstable();
+    let mut ids = Vec::with_capacity(lanes.len());
+    for (p, lane) in lanes.iter_mut().enumerate() {
         let mut index_of: HashMap<u32, u32> = HashMap::new();
-        for id in ids {
+        let mut listed: Vec<u32> = lane.sites.keys().copied().collect();
+        listed.sort_unstable();
+        for id in listed {
             let mut site = lane.sites.remove(&id).expect("listed");
             site.process = p;
             index_of.insert(id, sites.len() as u32);
             sites.push(site);
         }
         let mut key_of: HashMap<u32, u32> = HashMap::new();
-        let mut tids: Vec<u32> = lane.records.iter().map(|r| r.tid).collect();
-        tids.sort_unstable();
-        tids.dedup();
-        for tid in tids {
+        for tid in lane.tids() {
             let key = if thread_process.contains_key(&tid) {
                 next_key = (next_key + 1..=u32::MAX)
                     .chain(1..next_key)
@@ -607,10 +756,10 @@ fn merge(
                 sites.len() as u32 - 1
             })
         };
-        // In place, then moved: a session's records are held once.
-        for r in &mut lane.records {
-            r.site = index(r.site, &mut sites);
-            r.tid = key_of[&r.tid];
+        let mut named: Vec<u32> = lane.site_ids.iter().copied().collect();
+        named.sort_unstable();
+        for id in named {
+            index(id, &mut sites);
         }
         if let Some(counts) = lane.counts.take() {
             lane.process.counts = Counts::Written {
@@ -622,18 +771,17 @@ fn merge(
                 at_end: End::from_u32(lane.header.end.0) != End::Unknown,
             };
         }
-        if records.is_empty() {
-            records = std::mem::take(&mut lane.records);
-        } else {
-            records.append(&mut lane.records);
-        }
-        processes.push(lane.process);
+        ids.push(LaneIds {
+            sites: SiteIds::new(index_of),
+            keys: key_of,
+        });
     }
-    // One lane's records are in order per thread; a stable sort keeps equal times in that order.
-    if !records.is_sorted_by_key(|r| r.tsc) {
-        records.sort_by_key(|r| r.tsc);
-    }
-    Trace {
+    let records = merge_records(&lanes, &ids, sites.len() as u32).map_err(|e| {
+        let what = format!("sorting the session's records in a temporary file: {e}");
+        Error::io(std::env::temp_dir(), std::io::Error::new(e.kind(), what))
+    })?;
+    let processes: Vec<Process> = lanes.into_iter().map(|l| l.process).collect();
+    Ok(Trace {
         header: TraceHeader {
             tsc_hz: hz,
             start_tsc: session.map_or(start_tsc, |s| s.start.0.min(start_tsc)),
@@ -654,7 +802,76 @@ fn merge(
         processes,
         thread_process,
         problems,
+    })
+}
+
+/// How a lane's ids become the trace's: its site ids to indices into the trace's sites (every
+/// id its records name is there), its threads' tids to their keys.
+struct LaneIds {
+    sites: SiteIds,
+    keys: HashMap<u32, u32>,
+}
+
+/// A lane's site ids -> the trace's indices: a table by id where the ids are small, as the
+/// runtime gives them (numbered from 0), else a map.
+enum SiteIds {
+    Table(Vec<u32>),
+    Map(HashMap<u32, u32>),
+}
+
+impl SiteIds {
+    fn new(map: HashMap<u32, u32>) -> SiteIds {
+        match map.keys().max() {
+            Some(&max) if max < 1 << 20 => {
+                let mut table = vec![u32::MAX; max as usize + 1];
+                for (id, index) in map {
+                    table[id as usize] = index;
+                }
+                SiteIds::Table(table)
+            }
+            _ => SiteIds::Map(map),
+        }
     }
+
+    fn get(&self, id: u32) -> Option<u32> {
+        match self {
+            SiteIds::Table(t) => t.get(id as usize).copied().filter(|&i| i != u32::MAX),
+            SiteIds::Map(m) => m.get(&id).copied(),
+        }
+    }
+}
+
+/// The records of all lanes, ids mapped, in time order, ties in the order of the lanes and, in
+/// a lane, of the thread ids: each thread's records are in time order as it wrote them, so they
+/// are merged (one pass, written once); where some thread's go back in time they are sorted
+/// instead ([`Sorter`]). Either way the result is the stable sort by time of the lanes' records
+/// thread by thread.
+fn merge_records(lanes: &[LaneData], ids: &[LaneIds], sites: u32) -> std::io::Result<Records> {
+    let mut streams: Vec<Box<dyn Iterator<Item = Record> + '_>> = Vec::new();
+    for (lane, ids) in lanes.iter().zip(ids) {
+        for (tid, records) in lane.threads() {
+            let key = ids.keys[&tid];
+            // A site not seen when the lane was first read is in a record its process wrote
+            // since (the session still runs): left out, like every record written after.
+            streams.push(Box::new(records.filter_map(move |mut r| {
+                r.site = ids.sites.get(r.site)?;
+                r.tid = key;
+                Some(r)
+            })));
+        }
+    }
+    if lanes.iter().any(|l| l.unsorted) {
+        let mut sorter = Sorter::default();
+        for stream in streams {
+            for r in stream {
+                sorter.push(r)?;
+            }
+        }
+        return sorter.finish(sites);
+    }
+    let mut out = Spool::default();
+    merge_sorted(streams, &mut out)?;
+    out.finish(sites)
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ impl SourceLines {
         bias: u64,
         lookup: &dyn Fn(u64) -> Option<String>,
     ) {
-        for r in &trace.records {
+        for r in trace.records.iter() {
             if r.kind != RecordKind::Frame || trace.process_of(r.tid).map(|(i, _)| i) != Some(index)
             {
                 continue;

@@ -112,7 +112,14 @@ impl Sink for Tally {
         Ok(())
     }
 
-    fn instant(&mut self, _lane: usize, r: &Record, name: NameId, _t: u64) -> io::Result<()> {
+    fn instant(
+        &mut self,
+        _lane: usize,
+        _index: usize,
+        r: &Record,
+        name: NameId,
+        _t: u64,
+    ) -> io::Result<()> {
         if r.kind == RecordKind::Event {
             *self.events.entry(name).or_default() += 1;
         }
@@ -235,10 +242,10 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     }
     let records = &m.trace.records;
     let span = |w: &crate::model::Wait| {
-        let start = m.ns(records[w.start].tsc);
+        let start = m.ns(records.at(w.start).tsc);
         let end = w
             .end
-            .map_or(m.lane_end_ns(w.lane), |e| m.ns(records[e].tsc));
+            .map_or(m.lane_end_ns(w.lane), |e| m.ns(records.at(e).tsc));
         (start, end.saturating_sub(start))
     };
     let mut waits: Vec<&crate::model::Wait> = m.holds.waits.iter().collect();

@@ -172,7 +172,8 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
     let mut last_tid = None;
     let mut lane = 0;
     let numbers = options.raw || options.hex;
-    for (i, r) in m.trace.records.iter().enumerate() {
+    let mut records = m.trace.records.iter();
+    while let Some(r) = records.next() {
         if last_tid != Some(r.tid) {
             lane = m.lane(r.tid);
             last_tid = Some(r.tid);
@@ -206,8 +207,8 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
                 writeln!(out, "{kind} {site} {}", r.arg)?;
             }
         } else {
-            record_text(m, options, out, lane, r, &mut stacks[lane])?;
-            let frames = m.stack_of(i);
+            record_text(m, options, out, lane, &r, &mut stacks[lane])?;
+            let frames = m.stack_of(&r, records.ahead());
             if !frames.is_empty() {
                 context(out)?;
                 out.write_all(b"<stack trace>\n")?;

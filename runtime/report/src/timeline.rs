@@ -104,10 +104,12 @@ pub trait Sink {
     fn blame(&mut self, _lane: usize, _blame: usize, _t: u64) -> io::Result<()> {
         Ok(())
     }
-    /// A record that is not about the stack (EVENT, HOLD, RELEASE, THREAD) at `t`.
+    /// A record that is not about the stack (EVENT, HOLD, RELEASE, THREAD), record `index` of
+    /// the trace, at `t`.
     fn instant(
         &mut self,
         _lane: usize,
+        _index: usize,
         _record: &Record,
         _name: NameId,
         _t: u64,
@@ -164,7 +166,9 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
     let (mut next_start, mut next_end) = (0, 0);
     let mut last_tid = None;
     let mut lane = 0;
-    for (i, r) in records.iter().enumerate() {
+    let mut iter = records.iter();
+    let mut i = 0;
+    while let Some(r) = iter.next() {
         let t = model.ns(r.tsc);
         while next_end < ends.len() && ends[next_end].0 == i {
             let b = ends[next_end].1;
@@ -187,11 +191,11 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
                     .find(|&&(_, b)| model.holds.blames[b].waiter == lane)
             })
             .flatten();
-        w.stack(lane, i, t)?;
+        w.stack(lane, &r, iter.ahead(), t)?;
         match at_wait {
             Some(&(_, b)) => w.start_blame(b, t, true)?,
             None if r.kind == RecordKind::Frame => {}
-            None => w.record(lane, r, t)?,
+            None => w.record(lane, i, &r, t)?,
         }
         while next_start < starts.len() && starts[next_start].0 == i {
             if Some(&starts[next_start]) != at_wait {
@@ -199,6 +203,7 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
             }
             next_start += 1;
         }
+        i += 1;
     }
     // Frames still open close where their thread's process ended (the trace's end for one
     // process).
@@ -217,14 +222,14 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
 }
 
 impl<S: Sink> Walker<'_, '_, S> {
-    /// Hands the call stack recorded at record `i` to the sink, if it has one.
-    fn stack(&mut self, lane: usize, i: usize, t: u64) -> io::Result<()> {
+    /// Hands the call stack recorded at `record` (followed by `after`) to the sink, if it has
+    /// one.
+    fn stack(&mut self, lane: usize, record: &Record, after: &[Record], t: u64) -> io::Result<()> {
         let m = self.model;
-        let frames = m.stack_of(i);
+        let frames = m.stack_of(record, after);
         if frames.is_empty() {
             return Ok(());
         }
-        let record = &m.trace.records[i];
         // Outermost first, from the outermost frame an instrumented function holds (or all of
         // them, when none does).
         let outermost = (frames.iter())
@@ -244,7 +249,8 @@ impl<S: Sink> Walker<'_, '_, S> {
         self.sink.stack(lane, &stack, t)
     }
 
-    fn record(&mut self, lane: usize, r: &Record, t: u64) -> io::Result<()> {
+    /// Record `i`, `r`, of `lane` at `t`.
+    fn record(&mut self, lane: usize, i: usize, r: &Record, t: u64) -> io::Result<()> {
         let m = self.model;
         let changes_stack = matches!(
             r.kind,
@@ -269,7 +275,7 @@ impl<S: Sink> Walker<'_, '_, S> {
                 self.push(lane, Frame::new(name, t, FrameKind::Wait, false))
             }
             RecordKind::Unwait => self.pop_to(lane, m.wait_frame(r), FrameKind::Wait, t),
-            _ => self.sink.instant(lane, r, m.name(r), t),
+            _ => self.sink.instant(lane, i, r, m.name(r), t),
         }
     }
 

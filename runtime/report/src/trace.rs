@@ -14,6 +14,7 @@
 //! version, no TSC frequency, counts that overflow) is refused.
 
 use crate::error::{Error, Location, Result};
+use crate::records::Records;
 use bootprof_format::le::u32_at;
 use bootprof_format::trace::{
     Record, SiteEntry, TraceHeader, HEADER_SIZE, MAGIC, NONE, NO_SITE, RECORD_SIZE, SITE_SIZE,
@@ -32,7 +33,7 @@ pub struct Trace {
     /// The threads the recorder saw: tid and name, if the thread named itself.
     pub threads: Vec<(u32, Option<String>)>,
     /// The records, sorted by TSC.
-    pub records: Vec<Record>,
+    pub records: Records,
     /// Where the file was cut short, if it was.
     pub truncated: Option<Truncation>,
     /// The processes of a session, in the order they started (empty for a single trace file,
@@ -166,8 +167,9 @@ pub struct TraceSite {
     pub process: usize,
 }
 
-/// Reads and checks the single trace file at `path` (see `crate::input` for sessions too). The records are read in pieces straight into the
-/// trace, so reading needs little memory beyond the trace itself.
+/// Reads and checks the single trace file at `path` (see `crate::input` for sessions too). The
+/// records are checked in pieces and left in the file (see [`Records`]): reading needs little
+/// memory however many there are.
 pub fn read_trace_file(path: &Path) -> Result<Trace> {
     use std::io::Read;
     let file_name = path.display().to_string();
@@ -184,13 +186,15 @@ pub fn read_trace_file(path: &Path) -> Result<Trace> {
     let mut trace = parse_front(&front, header, &layout, len, &file_name)?;
     let end = layout.records_end(&header, len);
     let mut chunk = vec![0; RECORD_SIZE * 32768];
-    let mut at = front.len() as u64;
-    while at < end {
-        let n = chunk.len().min((end - at) as usize);
+    let records_at = front.len() as u64;
+    let mut checked = Checked::new(records_at, trace.header.sites);
+    while checked.at < end {
+        let n = chunk.len().min((end - checked.at) as usize);
         file.read_exact(&mut chunk[..n]).map_err(io)?;
-        decode_records(&chunk[..n], at, &mut trace, &file_name)?;
-        at += n as u64;
+        checked.records(&chunk[..n], &file_name, |_| ())?;
     }
+    let sites = trace.header.sites;
+    trace.records = Records::in_file(file, file_name, records_at, checked.count, sites);
     Ok(trace)
 }
 
@@ -202,7 +206,10 @@ pub fn parse_trace(data: &[u8], file: &str) -> Result<Trace> {
     let front = layout.front_len(len);
     let mut trace = parse_front(&data[..front], header, &layout, len, file)?;
     let end = layout.records_end(&header, len) as usize;
-    decode_records(&data[front..end], front as u64, &mut trace, file)?;
+    let mut records = Vec::with_capacity((end - front) / RECORD_SIZE);
+    let mut checked = Checked::new(front as u64, trace.header.sites);
+    checked.records(&data[front..end], file, |r| records.push(r))?;
+    trace.records = Records::from_vec(records);
     Ok(trace)
 }
 
@@ -220,7 +227,7 @@ fn malformed(file: &str, section: &str, offset: u64, what: String) -> Error {
 
 /// Decodes everything but the records of a trace of `len` bytes laid out as `layout` from
 /// `data`, the bytes before the records (fewer when the file ends before them). The trace comes
-/// back with no records, room made for those the file holds.
+/// back with no records.
 fn parse_front(
     data: &[u8],
     header: TraceHeader,
@@ -272,13 +279,11 @@ fn parse_front(
         let tid = u32_at(chunk, 0);
         threads.push((tid, pool.string("threads", at + 4, u32_at(chunk, 4))?));
     }
-    let records =
-        (layout.records_end(&header, len) - layout.front_len(len) as u64) as usize / RECORD_SIZE;
     Ok(Trace {
         header,
         sites,
         threads,
-        records: Vec::with_capacity(records),
+        records: Records::from_vec(Vec::new()),
         truncated: layout.truncation(&header, len),
         processes: Vec::new(),
         thread_process: Default::default(),
@@ -436,46 +441,65 @@ impl Pool<'_> {
     }
 }
 
-/// Checks and appends the records in `data`, which starts at file offset `at` on a record
-/// boundary.
-fn decode_records(data: &[u8], at: u64, trace: &mut Trace, file: &str) -> Result<()> {
-    let bad = |offset: u64, what: String| malformed(file, "records", offset, what);
-    let sites = trace.header.sites;
-    let mut last_tsc = trace.records.last().map_or(0, |r| r.tsc);
-    // Offset of record 0; `at` is that of the first record in `data`.
-    let base = at - trace.records.len() as u64 * RECORD_SIZE as u64;
-    for chunk in data.chunks_exact(RECORD_SIZE) {
-        let i = trace.records.len();
-        let at = base + i as u64 * RECORD_SIZE as u64;
-        let bytes: &[u8; RECORD_SIZE] = chunk.try_into().expect("chunks_exact");
-        let record = Record::decode(bytes).ok_or_else(|| {
-            bad(
-                at + 24,
-                format!("record {i} has an unknown kind {}", bytes[24]),
-            )
-        })?;
-        if record.site != NO_SITE && record.site >= sites {
-            return Err(bad(
-                at + 20,
-                format!(
-                    "record {i} names site {} but the trace has {sites} sites",
-                    record.site
-                ),
-            ));
+/// Where checking a trace's records has got to.
+struct Checked {
+    /// File offset of the next record.
+    at: u64,
+    /// Records checked.
+    count: usize,
+    last_tsc: u64,
+    sites: u32,
+}
+
+impl Checked {
+    /// Checking from the first record, at file offset `at`, of a trace with `sites` sites.
+    fn new(at: u64, sites: u32) -> Checked {
+        Checked {
+            at,
+            count: 0,
+            last_tsc: 0,
+            sites,
         }
-        if record.tsc < last_tsc {
-            return Err(bad(
-                at,
-                format!(
-                    "record {i} is out of order: its TSC {} is before the previous record's {}",
-                    record.tsc, last_tsc
-                ),
-            ));
-        }
-        last_tsc = record.tsc;
-        trace.records.push(record);
     }
-    Ok(())
+
+    /// Checks the records in `data`, the next ones of the file, handing each to `each`.
+    fn records(&mut self, data: &[u8], file: &str, mut each: impl FnMut(Record)) -> Result<()> {
+        let bad = |offset: u64, what: String| malformed(file, "records", offset, what);
+        let sites = self.sites;
+        for chunk in data.chunks_exact(RECORD_SIZE) {
+            let (i, at) = (self.count, self.at);
+            let bytes: &[u8; RECORD_SIZE] = chunk.try_into().expect("chunks_exact");
+            let record = Record::decode(bytes).ok_or_else(|| {
+                bad(
+                    at + 24,
+                    format!("record {i} has an unknown kind {}", bytes[24]),
+                )
+            })?;
+            if record.site != NO_SITE && record.site >= sites {
+                return Err(bad(
+                    at + 20,
+                    format!(
+                        "record {i} names site {} but the trace has {sites} sites",
+                        record.site
+                    ),
+                ));
+            }
+            if record.tsc < self.last_tsc {
+                return Err(bad(
+                    at,
+                    format!(
+                        "record {i} is out of order: its TSC {} is before the previous record's {}",
+                        record.tsc, self.last_tsc
+                    ),
+                ));
+            }
+            self.last_tsc = record.tsc;
+            self.count += 1;
+            self.at += RECORD_SIZE as u64;
+            each(record);
+        }
+        Ok(())
+    }
 }
 
 /// `start + count * size`, or `None` on overflow.
@@ -644,7 +668,7 @@ mod tests {
         assert_eq!(t.sites[2].kind, Kind::CygExit);
         assert_eq!(t.threads, vec![(1, Some("main".into())), (2, None)]);
         assert_eq!(t.records.len(), 9);
-        assert_eq!(t.records[3].arg, 0x1005);
+        assert_eq!(t.records.at(3).arg, 0x1005);
     }
 
     fn malformed(data: &[u8]) -> (String, u64, String) {
@@ -677,7 +701,10 @@ mod tests {
             let cut = t.truncated.clone().expect("a cut is reported");
             assert_eq!((cut.len, cut.expected_len), (n as u64, data.len() as u64));
             let records = n.saturating_sub(records_at) / RECORD_SIZE;
-            assert_eq!(t.records, whole.records[..records], "cut at {n}");
+            assert!(
+                t.records.iter().eq(whole.records.iter().take(records)),
+                "cut at {n}"
+            );
             assert_eq!(cut.records_missing, (whole.records.len() - records) as u64);
             assert_eq!(
                 t.sites.len(),

@@ -372,7 +372,7 @@ fn the_example_slow_request_is_the_one_that_waited_for_the_flush() {
         t.records
             .iter()
             .filter(|r| t.sites[r.site as usize].function == site)
-            .map(&name_of)
+            .map(|r| name_of(&r))
             .collect::<Vec<_>>()
     };
     assert!(on("write_out")

@@ -82,10 +82,10 @@ impl Sink for Expected<'_, '_> {
                 "holder": holder.label_text(),
                 "holder_tid": holder.tid,
                 "holder_pid": holder.pid,
-                "held_since_ns": m.ns(m.trace.records[blame.hold].tsc),
+                "held_since_ns": m.ns(m.trace.records.at(blame.hold).tsc),
                 "released_at_ns": blame.end_ns,
             });
-            let release = m.name(&m.trace.records[blame.release]);
+            let release = m.name(&m.trace.records.at(blame.release));
             self.flows.push(json!([
                 m.lanes[lane].tid,
                 m.text(frame.name),
@@ -133,6 +133,7 @@ impl Sink for Expected<'_, '_> {
     fn instant(
         &mut self,
         lane: usize,
+        _index: usize,
         r: &bootprof_format::trace::Record,
         name: u32,
         t: u64,

@@ -82,7 +82,8 @@ impl Seen {
 fn check_stacks(t: &bootprof_report::Trace, seen: &Seen, what: &str) -> HashMap<String, usize> {
     let m = Model::new(t);
     let mut stacks: HashMap<String, usize> = HashMap::new();
-    for (i, r) in t.records.iter().enumerate() {
+    let mut records = t.records.iter();
+    while let Some(r) = records.next() {
         if r.kind == RecordKind::Frame {
             continue;
         }
@@ -91,7 +92,9 @@ fn check_stacks(t: &bootprof_report::Trace, seen: &Seen, what: &str) -> HashMap<
             p == format!("{}:{}", site.provider, site.name)
                 || (site.kind.is_hook() && p == site.function)
         });
-        let frames: Vec<u64> = m.stack_of(i).iter().map(|f| f.arg).collect();
+        let frames: Vec<u64> = (m.stack_of(&r, records.ahead()).iter())
+            .map(|f| f.arg)
+            .collect();
         let Some(&pattern) = traced else {
             assert!(
                 frames.is_empty(),
