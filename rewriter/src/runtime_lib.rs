@@ -103,7 +103,9 @@ pub fn runtime_args(line: &LinkLine) -> Result<Vec<String>> {
     let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
     let with_register = |middle: Vec<String>| {
         let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
-        v.extend(WRAPPED.iter().map(|s| format!("-Wl,--wrap={s}")));
+        // `-u` too: a static link pulls the real ones out of libc.a only when something names
+        // them, and the program's own references now name the wrappers.
+        v.extend(WRAPPED.iter().map(|s| format!("-Wl,--wrap={s},-u,{s}")));
         v.extend(middle);
         v.extend(
             entry_points

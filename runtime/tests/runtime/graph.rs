@@ -179,6 +179,28 @@ fn graph_exits_survive_longjmp_signals_threads_fork_recursion_tail_calls_and_dis
     }
 }
 
+/// A static program: the wrapped longjmp and backtrace reach the C library's own (bootprof-link
+/// names them, so the static link pulls them in), with and without --graph.
+#[test]
+fn graph_exits_in_a_static_program() {
+    let w = Work::new("graph-static");
+    let exe = w.build("graph", &["graph.c"], &["-pg", "-mfentry"], &["-static"]);
+    for scenario in ["jump", "backtrace"] {
+        let plain = ok(&run(&exe, &[scenario], &[]));
+        let (o, threads) = graph_run(&w, &exe, scenario, "call");
+        assert_eq!(ok(&o), plain, "{scenario}: the output changed");
+        assert_eq!(
+            names(&threads),
+            expected(scenario),
+            "{scenario}: {threads:#?}"
+        );
+    }
+    assert!(
+        ok(&run(&exe, &["backtrace"], &[])).contains("bt_b 1, bt_a 1, main 1"),
+        "backtrace() in a static program"
+    );
+}
+
 /// C++ exceptions through hooked frames: caught several frames up (thrown by the program, by the
 /// C++ library, and rethrown), with the same output as without bootprof and the frames they
 /// unwound closed; uncaught, std::terminate ends the program with SIGABRT as without bootprof.
