@@ -14,7 +14,8 @@ use crate::stubs::{REGISTER_SYMBOL, UNREGISTER_SYMBOL};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The global `bootprof_*` symbols the archive's index defines.
+/// The global `bootprof_*` symbols the archive's index defines, and its `__wrap_*` functions
+/// (what the program's calls to the functions of [`WRAPPED`] reach).
 fn entry_points(archive: &[u8]) -> Vec<String> {
     let Ok(file) = object::read::archive::ArchiveFile::parse(archive) else {
         return Vec::new();
@@ -25,7 +26,7 @@ fn entry_points(archive: &[u8]) -> Vec<String> {
     let mut names: Vec<String> = symbols
         .filter_map(Result::ok)
         .map(|s| String::from_utf8_lossy(s.name()).into_owned())
-        .filter(|n| n.starts_with("bootprof_"))
+        .filter(|n| n.starts_with("bootprof_") || n.starts_with("__wrap_"))
         .collect();
     names.sort();
     names.dedup();
@@ -81,6 +82,18 @@ pub fn prelinked(archive: &Path) -> Option<PathBuf> {
     (ok && stripped.persist(&cached).is_ok()).then_some(cached)
 }
 
+/// The C library's functions whose calls from the program go to the runtime's `__wrap_NAME`
+/// (`-Wl,--wrap`, which works for static programs too): the jumps that leave frames without
+/// returning, and `backtrace`, which must see the real return addresses of frames whose return
+/// the runtime hooked (`BOOTPROF_GRAPH`).
+pub const WRAPPED: [&str; 5] = [
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "__longjmp_chk",
+    "backtrace",
+];
+
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
 /// shared objects (their tables register with the executable's runtime), for links without the
 /// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
@@ -90,6 +103,9 @@ pub fn runtime_args(line: &LinkLine) -> Result<Vec<String>> {
     let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
     let with_register = |middle: Vec<String>| {
         let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
+        // `-u` too: a static link pulls the real ones out of libc.a only when something names
+        // them, and the program's own references now name the wrappers.
+        v.extend(WRAPPED.iter().map(|s| format!("-Wl,--wrap={s},-u,{s}")));
         v.extend(middle);
         v.extend(
             entry_points

@@ -94,6 +94,7 @@ int bootprof_disable(const char *pattern);
 int bootprof_notrace(const char *pattern);                /* never enable these (exclusion wins) */
 void bootprof_clear_notrace(void);
 int bootprof_stacktrace(const char *pattern, int on);     /* record each hit's call stack (1) or not (0) */
+int bootprof_set_graph(int on);                           /* record hooked functions' exits (1) or not (0) */
 int bootprof_add_handler(const char *pattern, bootprof_handler_fn fn, void *cookie);
 int bootprof_remove_handler(int id);
 int64_t bootprof_hits(const char *pattern);               /* sum of the matching sites' hit counts */

@@ -45,6 +45,14 @@ pub fn stacktrace(pattern: &str, on: bool) -> Result<usize, Error> {
     registry::set_stacktrace(pattern, on)
 }
 
+/// Records function exits (`on`) or stops hooking new calls: each recorded hit of an
+/// `__fentry__` or `mcount` hook swaps the function's return address for a trampoline that
+/// records its EXIT, as uftrace does (see [`graph`](crate::graph)). Frames hooked already still
+/// return through it. `BOOTPROF_GRAPH=1` turns it on before the first constructor.
+pub fn set_graph(on: bool) {
+    crate::graph::set(on);
+}
+
 /// Adds a `notrace` pattern: matching sites are never enabled (exclusion wins over [`enable`]).
 pub fn notrace(pattern: &str) -> Result<(), Error> {
     let p = Pattern::parse(pattern)?;

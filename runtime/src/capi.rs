@@ -60,6 +60,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
         }
     }
     crate::recorder::init_from_environment();
+    crate::graph::init_from_environment();
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
     crate::api::apply_environment();
@@ -144,6 +145,13 @@ pub unsafe extern "C" fn bootprof_stacktrace(pattern: *const c_char, on: c_int) 
         Ok(p) => count(crate::api::stacktrace(p, on != 0)),
         Err(e) => e,
     }
+}
+
+/// Records function exits of hooked functions (`on` = 1) or stops hooking new calls (0); 0.
+#[no_mangle]
+pub extern "C" fn bootprof_set_graph(on: c_int) -> c_int {
+    crate::api::set_graph(on != 0);
+    0
 }
 
 /// Removes every notrace pattern.

@@ -17,7 +17,6 @@ pub use crate::clock::rdtsc;
 use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 pub(crate) use crate::unwind::Origin;
 use bootprof_format::code;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a handler receives. Layout is part of the C API (`struct bootprof_hit`).
@@ -98,33 +97,13 @@ pub(crate) fn set_slot(slot: usize, value: Option<(HandlerFn, usize)>) {
     }
 }
 
-thread_local! {
-    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
+pub(crate) use crate::thread::tid;
 
-/// The calling thread's id, cached (and reset in a forked child).
-pub(crate) fn tid() -> u32 {
-    TID.with(|t| {
-        let v = t.get();
-        if v != 0 {
-            return v;
-        }
-        // SAFETY: gettid has no arguments.
-        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-        t.set(v);
-        v
-    })
-}
-
-pub(crate) fn forget_tid() {
-    TID.with(|t| t.set(0));
-}
-
-/// Counts the hit and runs the site's handlers. `args` are rdi..r9; `from` is where the hit
-/// stopped the program (for its call stack, when the site records one).
+/// Counts the hit and runs the site's handlers. `args` are rdi..r9; `slot`, for a function hook,
+/// is the address of the word holding the function's return address (else 0); `from` is where
+/// the hit stopped the program (for its call stack, when the site records one).
 #[inline]
-pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8, from: Origin) {
+pub(crate) fn fire(site: &'static SiteRec, args: [u64; 6], slot: u64, via: u8, from: Origin) {
     let mask = site.handlers.load(Ordering::Acquire);
     let path = site::hit_path();
     if mask == 0 && path == 0 {
@@ -140,27 +119,40 @@ pub(crate) fn fire(site: &SiteRec, args: [u64; 6], parent: u64, via: u8, from: O
         site.count(exactly);
         return;
     }
-    fire_handlers(site, args, parent, via, mask, (record, exactly), from);
+    fire_handlers(site, args, slot, via, mask, (record, exactly), from);
 }
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
 #[inline(never)]
 fn fire_handlers(
-    site: &SiteRec,
+    site: &'static SiteRec,
     args: [u64; 6],
-    parent: u64,
+    slot: u64,
     via: u8,
     mut mask: u64,
-    (record, exactly): (bool, bool),
+    (mut record, exactly): (bool, bool),
     from: Origin,
 ) {
-    let entered = IN_HANDLER.with(|g| !g.replace(true));
-    if !entered {
+    if !crate::thread::enter() {
         return;
     }
     site.count(exactly);
     let tsc = rdtsc();
     let tid = tid();
+    let mut parent = if slot != 0 {
+        // SAFETY: a hook's slot is the word its function returns through, on the program's stack.
+        unsafe { *(slot as *const u64) }
+    } else {
+        0
+    };
+    if record && slot != 0 && crate::graph::on() {
+        // The function's exit is recorded when it returns; a call too deep for the shadow stack
+        // is recorded neither way.
+        match crate::graph::hook(site, slot, tid, tsc) {
+            Some(real) => parent = real,
+            None => record = false,
+        }
+    }
     if record {
         if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
             let arg = if site.kind.is_hook() { parent } else { args[0] };
@@ -201,7 +193,7 @@ fn fire_handlers(
             f(&hit, cookie as *mut std::ffi::c_void);
         }
     }
-    IN_HANDLER.with(|g| g.set(false));
+    crate::thread::leave();
 }
 
 /// The registers a trampoline saved, in memory order (lowest address first).
@@ -256,13 +248,11 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     if !enabled {
         return;
     }
-    let parent = match site.kind {
-        bootprof_format::Kind::Fentry => frame.above,
-        bootprof_format::Kind::Mcount => {
-            // The function's prologue set rbp; its return address sits above the saved rbp.
-            // SAFETY: -pg code keeps a frame pointer; rbp points at the function's frame.
-            unsafe { *((frame.rbp + 8) as *const u64) }
-        }
+    let slot = match site.kind {
+        bootprof_format::Kind::Fentry => std::ptr::addr_of!(frame.above) as u64,
+        // The function's prologue set rbp; its return address sits above the saved rbp (-pg code
+        // keeps a frame pointer).
+        bootprof_format::Kind::Mcount if frame.rbp != 0 => frame.rbp + 8,
         _ => 0,
     };
     let args = [
@@ -275,7 +265,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
         sp: if site.is_tail() { ret_at } else { ret_at + 8 },
         fp: frame.rbp,
     };
-    fire(site, args, parent, 2, from);
+    fire(site, args, slot, 2, from);
 }
 
 macro_rules! trampoline {
@@ -406,7 +396,7 @@ pub(crate) fn trampolines() -> [usize; 3] {
 pub(crate) fn install_fork_handler() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     extern "C" fn child() {
-        forget_tid();
+        crate::thread::forget_tid();
     }
     ONCE.call_once(|| {
         // SAFETY: registers a handler with no preconditions.

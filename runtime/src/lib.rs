@@ -9,15 +9,17 @@
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
 //! The modules form layers, each using only the ones below it: [`text`], `clock`,
-//! `note` (stderr), `unwind` (a hit's call stack, by frame pointers) -> `site` (the site
-//! records, their list and lookup snapshot) -> `buffer` (the lane records go into) -> `counts`
-//! (exact hit counts, into the lane or to stderr) -> `latency` (intervals and kept windows) ->
-//! [`recorder`] -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
+//! `note` (stderr), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
+//! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
+//! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
+//! `latency` (intervals and kept windows) -> [`recorder`] -> [`graph`] (function exits by return
+//! hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
 //! here) -> [`capi`]. Nothing below imports this root.
 //!
 //! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled),
 //! `BOOTPROF_STACKTRACE="pattern,..."` (enabled, and each hit's record followed by its call
-//! stack) and `BOOTPROF_MODE=trap|call` are read when the first table registers, before the
+//! stack), `BOOTPROF_MODE=trap|call` and `BOOTPROF_GRAPH=1` (record function exits, [`graph`])
+//! are read when the first table registers, before the
 //! program's own constructors; they are ignored (with a note on stderr) in secure-execution mode. The runtime
 //! never writes to stdout.
 #![deny(missing_docs)]
@@ -28,6 +30,7 @@ pub mod capi;
 mod clock;
 mod counts;
 pub mod dispatch;
+pub mod graph;
 pub(crate) mod latency;
 mod macros;
 mod note;
@@ -36,12 +39,13 @@ pub mod recorder;
 pub mod registry;
 mod site;
 pub mod text;
+mod thread;
 pub mod trap;
 mod unwind;
 
 pub use api::{
     add_handler, add_handler_fn, check, clear_notrace, disable, dump, enable, enable_with, hits,
-    notrace, record, remove_handler, sites, stacktrace, HandlerId, SiteInfo,
+    notrace, record, remove_handler, set_graph, sites, stacktrace, HandlerId, SiteInfo,
 };
 pub use bootprof_format as format;
 pub use dispatch::{HandlerFn, Hit};

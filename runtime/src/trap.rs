@@ -95,8 +95,8 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
                 g[libc::REG_R9 as usize] as u64,
             ];
             let (sp, fp) = (g[REG_RSP] as u64, g[REG_RBP] as u64);
-            let parent = parent(site, sp, fp);
-            dispatch::fire(site, args, parent, 1, dispatch::Origin { sp, fp });
+            let slot = return_slot(site, sp, fp);
+            dispatch::fire(site, args, slot, 1, dispatch::Origin { sp, fp });
             resume(site, g, true);
         }
         DISABLING_CALL | CALL => resume(site, g, false),
@@ -108,16 +108,13 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     }
 }
 
-/// The address a hooked function returns to.
-fn parent(site: &SiteRec, rsp: u64, rbp: u64) -> u64 {
-    // SAFETY: at an fentry site the return address is on top of the stack; at an mcount site the
-    // prologue has set the frame pointer (-pg keeps one).
-    unsafe {
-        match site.kind {
-            Kind::Fentry => *(rsp as *const u64),
-            Kind::Mcount if rbp != 0 => *((rbp + 8) as *const u64),
-            _ => 0,
-        }
+/// Where a hooked function's return address is (0 for other sites): at an fentry site on top of
+/// the stack; at an mcount site above the frame pointer the prologue set (-pg keeps one).
+fn return_slot(site: &SiteRec, rsp: u64, rbp: u64) -> u64 {
+    match site.kind {
+        Kind::Fentry => rsp,
+        Kind::Mcount if rbp != 0 => rbp + 8,
+        _ => 0,
     }
 }
 

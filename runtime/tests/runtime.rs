@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 // More tests, in files of their own (the C programs they run are in `tests/runtime/`).
 #[path = "runtime/count.rs"]
 mod count;
+#[path = "runtime/graph.rs"]
+mod graph;
 #[path = "runtime/latency.rs"]
 mod latency;
 #[path = "runtime/names.rs"]
@@ -121,6 +123,32 @@ impl Work {
             "bootprof-link: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        exe
+    }
+}
+
+impl Work {
+    /// Compiles the C++ program `source` (in tests/runtime) with `c++ FLAGS` and links it
+    /// through bootprof-link into `out`.
+    fn build_cxx(&self, out: &str, source: &str, flags: &[&str]) -> PathBuf {
+        let obj = self.path(&format!("{out}.o"));
+        let st = Command::new("c++")
+            .args(flags)
+            .arg("-c")
+            .arg(root().join("tests/runtime").join(source))
+            .arg("-o")
+            .arg(&obj)
+            .status()
+            .unwrap();
+        assert!(st.success(), "c++ {source}");
+        let exe = self.path(out);
+        let o = Command::new(tools().join("bootprof-link"))
+            .args(["c++", "-o"])
+            .arg(&exe)
+            .arg(&obj)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         exe
     }
 }

@@ -1,8 +1,8 @@
 //! `bootprof run`: takes a program and the probes to enable; creates a recording session (a
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
 //! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_STACKTRACE`,
-//! `BOOTPROF_MODE`, `BOOTPROF_KEEP`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_COUNT`,
-//! `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
+//! `BOOTPROF_MODE`, `BOOTPROF_KEEP`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_GRAPH`,
+//! `BOOTPROF_COUNT`, `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
 //! for it as the tree's subreaper (writing how each process it reaps ended into its lane), and
 //! hands on its exit code and the session (with `--count`, after printing the hit counts its
 //! processes wrote). Then it says what went wrong, if something did: why no process recorded
@@ -77,6 +77,11 @@ pub struct RunOptions {
     /// How enabled sites fire.
     #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
+    /// Record function exits of `-pg`/`-mfentry` code: each recorded hit of an `__fentry__` or
+    /// `mcount` hook swaps the function's return address for a trampoline that records its EXIT
+    /// (as uftrace does), so the reports show real durations instead of estimates.
+    #[arg(long, conflicts_with = "count")]
+    pub graph: bool,
     /// The session directory to create (it must not exist); default `bootprof.<pid>.session`.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -278,6 +283,7 @@ fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
         options.buffer.map(|b| b.to_string()),
     );
     set(cmd, "BOOTPROF_POINTS", options.points.then(|| "1".into()));
+    set(cmd, "BOOTPROF_GRAPH", options.graph.then(|| "1".into()));
     let latency = options.latency.is_some();
     let windows = options
         .latency_windows

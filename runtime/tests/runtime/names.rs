@@ -4,31 +4,18 @@
 //! its demangled name, whole or without its parameter list, in `bootprof run` and in
 //! `BOOTPROF_ENABLE` alike.
 
-use super::{ok, root, run, tools, Work};
+use super::{ok, run, tools, Work};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Compiles shapes.cpp with `c++ -pg -mfentry` and links it through bootprof-link.
 fn build_shapes(w: &Work) -> PathBuf {
-    let obj = w.path("shapes.o");
-    let st = Command::new("c++")
-        .args(["-O1", "-pg", "-mfentry", "-fno-omit-frame-pointer", "-c"])
-        .arg(root().join("tests/runtime/shapes.cpp"))
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .unwrap();
-    assert!(st.success(), "c++ shapes.cpp");
-    let exe = w.path("shapes");
-    let o = Command::new(tools().join("bootprof-link"))
-        .args(["c++", "-o"])
-        .arg(&exe)
-        .arg(&obj)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    exe
+    w.build_cxx(
+        "shapes",
+        "shapes.cpp",
+        &["-O1", "-pg", "-mfentry", "-fno-omit-frame-pointer"],
+    )
 }
 
 const OUTPUT: &str = "areas 33.0 ints 6 doubles 5.0 total 6 added 12\n";

@@ -1,0 +1,513 @@
+//! Function-graph tracing (`BOOTPROF_GRAPH=1`, `bootprof run --graph`, [`set`]): takes the
+//! recorded hits of `__fentry__` and `mcount` hooks, which by themselves say only that a function
+//! was entered; hands on an EXIT record of the function when it returns, as uftrace and ftrace's
+//! function-graph tracer do.
+//!
+//! At the hook ([`hook`]) the function's return address is swapped for the trampoline
+//! `bootprof_graph_return`, and the real one is pushed on the thread's shadow stack with its
+//! slot (the address of the word it was in: the stack top at an `__fentry__` site, `8(%rbp)` at
+//! an `mcount` site). The function's `ret` enters the trampoline, which keeps the return value
+//! (rax, rdx, xmm0, xmm1; the x87 stack is not touched, so a `long double` in st0 survives) and
+//! calls [`bootprof_graph_exit`]: it pops the entry of that slot, records the EXIT with the
+//! hook's site (so the report names the function, as for `__cyg_profile_func_exit`), and the
+//! trampoline returns to the real address.
+//!
+//! The shadow stack is a fixed array of [`DEPTH`] entries in thread-local storage (no
+//! allocation, so a hook in a signal handler can use it; each thread has its own, and a fork
+//! child keeps a copy of its thread's). A call deeper than that is neither hooked nor recorded
+//! (ENTER and EXIT both left out, so the trace stays balanced); such calls are counted and the
+//! count is said on stderr at exit.
+//!
+//! Frames can end without returning; their entries are dropped, each with an EXIT record, where
+//! that is seen:
+//! - `longjmp`, `_longjmp`, `siglongjmp` and `__longjmp_chk` called by code `bootprof-link`
+//!   linked are wrapped (`-Wl,--wrap`, which works for static programs too): before jumping,
+//!   the entries below the stack pointer the `jmp_buf` holds are dropped.
+//! - An exception (C++, or a thread's forced unwinding) goes through the trampoline's own unwind
+//!   information: the unwinder reads the return address from the slot, and the trampoline's
+//!   personality routine ([`bootprof_graph_personality`]) puts the real address back there first.
+//!   The frames it unwinds keep their entries until the next hook or trampoline on the thread
+//!   finds them stale.
+//! - At a hook, entries whose slot is at or below the new frame's and no longer holds the
+//!   trampoline are stale; at the trampoline, entries above the one of its own slot are.
+//!
+//! A hooked function that tail-calls another shares its frame: the second hook finds the
+//! trampoline already in the slot and pushes an entry whose return address is the trampoline
+//! itself, so the return runs the trampoline twice, recording both EXITs, innermost first.
+//!
+//! `backtrace()` called by code `bootprof-link` linked is wrapped too: the real return addresses
+//! are put back for the time it takes.
+
+use crate::clock::rdtsc;
+use crate::note::note;
+use crate::site::SiteRec;
+use crate::{recorder, thread};
+use bootprof_format::trace::RecordKind;
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Entries of a thread's shadow stack.
+pub const DEPTH: usize = 256;
+
+/// Whether recorded hooks hook their function's return.
+static ON: AtomicBool = AtomicBool::new(false);
+/// Calls not hooked because their thread's shadow stack was full.
+static TOO_DEEP: AtomicU64 = AtomicU64::new(0);
+
+/// One hooked frame: its real return address, where that was, and the hook's site.
+#[derive(Clone, Copy)]
+struct Entry {
+    ret: u64,
+    slot: u64,
+    site: Option<&'static SiteRec>,
+}
+
+impl Entry {
+    const EMPTY: Entry = Entry {
+        ret: 0,
+        slot: 0,
+        site: None,
+    };
+}
+
+thread_local! {
+    /// Entries in use.
+    static TOP: Cell<usize> = const { Cell::new(0) };
+    static ENTRIES: [Cell<Entry>; DEPTH] = const { [const { Cell::new(Entry::EMPTY) }; DEPTH] };
+}
+
+fn entry(i: usize) -> Entry {
+    ENTRIES.with(|e| e[i].get())
+}
+
+/// Whether hooks hook returns.
+#[inline]
+pub(crate) fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Turns hooking returns on or off (frames hooked already still return through the
+/// trampoline, and their EXITs are still recorded).
+pub fn set(on: bool) {
+    if on {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: registers a function with no preconditions.
+        ONCE.call_once(|| unsafe {
+            libc::atexit(say_too_deep);
+        });
+    }
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// `BOOTPROF_GRAPH=1` turns it on.
+pub(crate) fn init_from_environment() {
+    if std::env::var("BOOTPROF_GRAPH").is_ok_and(|v| v == "1") {
+        set(true);
+    }
+}
+
+extern "C" fn say_too_deep() {
+    let n = TOO_DEEP.load(Ordering::Relaxed);
+    if n > 0 {
+        note(&format!(
+            "{n} calls deeper than the shadow stack ({DEPTH} frames per thread) were not traced"
+        ));
+    }
+}
+
+/// The trampoline's address.
+fn trampoline() -> u64 {
+    bootprof_graph_return as *const () as u64
+}
+
+/// Reads the word at `slot`.
+///
+/// # Safety
+/// `slot` is a return-address word of this thread's stack, live or left by a frame that ended.
+unsafe fn word(slot: u64) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { std::ptr::read_volatile(slot as *const u64) }
+}
+
+/// Records the EXIT of a frame that ended (returned, or was left).
+fn record_exit(e: Entry, tid: u32, tsc: u64) {
+    if let Some(site) = e.site {
+        if recorder::recording() {
+            recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+        }
+    }
+}
+
+/// Hooks the return of the function whose hook `site` is being recorded, its return address at
+/// `slot`: pushes the real address on the shadow stack and puts the trampoline's in its place.
+/// Returns the real address (the function's parent), or `None` when the shadow stack is full
+/// (the call is then not hooked, and must not be recorded). Called with the thread's guard held.
+pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Option<u64> {
+    let tramp = trampoline();
+    // SAFETY: `slot` holds the return address of the function being entered.
+    let ret = unsafe { word(slot) };
+    let mut top = TOP.with(Cell::get);
+    while top > 0 {
+        let e = entry(top - 1);
+        // An entry above this frame is live; one of this slot is this frame's tail caller when
+        // the trampoline is in it (a tail call), else a frame that ended; one below it is a
+        // frame that ended, unless its slot still holds the trampoline (it may be live on
+        // another stack, as a signal handler's on an alternate one).
+        // SAFETY: a slot below this frame's is on this thread's stack.
+        let live = e.slot > slot
+            || (e.slot == slot && ret == tramp)
+            || (e.slot < slot && unsafe { word(e.slot) } == tramp);
+        if live {
+            break;
+        }
+        top -= 1;
+        TOP.with(|t| t.set(top));
+        record_exit(e, tid, tsc);
+    }
+    let parent = if ret == tramp {
+        // A tail call: the real caller is the one of the first entry of this slot.
+        (0..top)
+            .rev()
+            .map(entry)
+            .take_while(|e| e.slot == slot)
+            .find(|e| e.ret != tramp)
+            .map_or(0, |e| e.ret)
+    } else {
+        ret
+    };
+    if top == DEPTH {
+        TOO_DEEP.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    ENTRIES.with(|e| {
+        e[top].set(Entry {
+            ret,
+            slot,
+            site: Some(site),
+        })
+    });
+    TOP.with(|t| t.set(top + 1));
+    // SAFETY: the function's own return address; it returns through the trampoline now.
+    unsafe { std::ptr::write_volatile(slot as *mut u64, tramp) };
+    Some(parent)
+}
+
+/// Entered from the trampoline when a hooked function returned from `slot`: pops its entry (and
+/// those above it, frames that ended without returning), records their EXITs, and returns the
+/// real return address.
+///
+/// # Safety
+/// Only the trampoline calls this, with the address of the word the function returned through.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_graph_exit(slot: u64) -> u64 {
+    let tsc = rdtsc();
+    let guarded = thread::enter();
+    let top = TOP.with(Cell::get);
+    let Some(i) = (0..top).rev().find(|&i| entry(i).slot == slot) else {
+        lost(slot)
+    };
+    TOP.with(|t| t.set(i));
+    let found = entry(i);
+    if guarded {
+        let tid = thread::tid();
+        for j in (i + 1..top).rev() {
+            record_exit(entry(j), tid, tsc);
+        }
+        record_exit(found, tid, tsc);
+        thread::leave();
+    }
+    found.ret
+}
+
+/// A return through the trampoline that no entry knows: where to go is lost.
+#[cold]
+fn lost(slot: u64) -> ! {
+    let msg = format!(
+        "bootprof: a traced function returned through {slot:#x}, which its thread's shadow \
+         stack does not hold; its return address is lost\n"
+    );
+    // SAFETY: write(2) and abort(3) are async-signal-safe.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort()
+    }
+}
+
+/// Drops the entries of the frames below stack pointer `sp` (a `longjmp` to a frame whose stack
+/// pointer is `sp`), recording their EXITs now.
+fn unwind_to(sp: u64) {
+    if TOP.with(Cell::get) == 0 || !thread::enter() {
+        return;
+    }
+    let (tsc, tid) = (rdtsc(), thread::tid());
+    loop {
+        let top = TOP.with(Cell::get);
+        if top == 0 || entry(top - 1).slot >= sp {
+            break;
+        }
+        TOP.with(|t| t.set(top - 1));
+        record_exit(entry(top - 1), tid, tsc);
+    }
+    thread::leave();
+}
+
+/// The stack pointer a glibc `jmp_buf` holds (word 6, mangled with the thread's pointer guard:
+/// xor, then rotated left by 17 bits).
+///
+/// # Safety
+/// `env` is a `jmp_buf` (or `sigjmp_buf`) filled by `setjmp`.
+unsafe fn jmp_buf_sp(env: *const u64) -> u64 {
+    let guard: u64;
+    // SAFETY: the pointer guard is at %fs:0x30 in glibc's thread control block.
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0x30]", out(reg) guard, options(nostack, readonly));
+    }
+    // SAFETY: per the contract.
+    unsafe { env.add(6).read() }.rotate_right(17) ^ guard
+}
+
+/// The functions `-Wl,--wrap` makes the program's calls reach instead of `__wrap_NAME`, in
+/// [`REAL`]'s order; 0 when the link did not wrap them.
+const WRAPPED: [&str; 5] = [
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "__longjmp_chk",
+    "backtrace",
+];
+
+extern "C" {
+    /// `__real_NAME` of each of [`WRAPPED`] (weak: 0 without the wrapping).
+    #[link_name = "bootprof_graph_real"]
+    static REAL: [usize; 5];
+}
+
+type Jump = unsafe extern "C" fn(*mut u64, c_int) -> !;
+
+/// Drops the shadow stack down to `env`'s frame, then jumps with the real function `which`.
+///
+/// # Safety
+/// As the C library's function.
+unsafe fn jump(which: usize, env: *mut u64, val: c_int) -> ! {
+    // SAFETY: per the contract.
+    unwind_to(unsafe { jmp_buf_sp(env) });
+    // SAFETY: the data is the linker's.
+    let f = unsafe { REAL[which] };
+    if f == 0 {
+        note(&format!(
+            "{} is wrapped but the real one is missing",
+            WRAPPED[which]
+        ));
+        // SAFETY: no preconditions.
+        unsafe { libc::abort() };
+    }
+    // SAFETY: the real function of that name.
+    unsafe { std::mem::transmute::<usize, Jump>(f)(env, val) }
+}
+
+/// `longjmp`, as the program calls it.
+///
+/// # Safety
+/// As `longjmp`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_longjmp(env: *mut u64, val: c_int) -> ! {
+    // SAFETY: per the contract.
+    unsafe { jump(0, env, val) }
+}
+
+/// `_longjmp`, as the program calls it.
+///
+/// # Safety
+/// As `_longjmp`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap__longjmp(env: *mut u64, val: c_int) -> ! {
+    // SAFETY: per the contract.
+    unsafe { jump(1, env, val) }
+}
+
+/// `siglongjmp`, as the program calls it.
+///
+/// # Safety
+/// As `siglongjmp`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_siglongjmp(env: *mut u64, val: c_int) -> ! {
+    // SAFETY: per the contract.
+    unsafe { jump(2, env, val) }
+}
+
+/// `__longjmp_chk` (`longjmp` with `_FORTIFY_SOURCE`), as the program calls it.
+///
+/// # Safety
+/// As `__longjmp_chk`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap___longjmp_chk(env: *mut u64, val: c_int) -> ! {
+    // SAFETY: per the contract.
+    unsafe { jump(3, env, val) }
+}
+
+/// Bit set in an entry's slot while its real return address is back in place.
+const RESTORED: u64 = 1;
+
+/// `backtrace`, as the program calls it: the real one, with the hooked frames' real return
+/// addresses put back meanwhile, and without this function's own frame.
+///
+/// # Safety
+/// As `backtrace`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int {
+    type Backtrace = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
+    // SAFETY: the data is the linker's.
+    let f = unsafe { REAL[4] };
+    if f == 0 || size <= 0 {
+        return 0;
+    }
+    // SAFETY: the real backtrace.
+    let real = unsafe { std::mem::transmute::<usize, Backtrace>(f) };
+    let mut frames = [std::ptr::null_mut::<c_void>(); 257];
+    let want = (size as usize).min(256) + 1;
+    let guarded = thread::enter();
+    if guarded {
+        put_back(true);
+    }
+    // SAFETY: `frames` holds `want` pointers.
+    let got = unsafe { real(frames.as_mut_ptr(), want as c_int) }.max(1) as usize;
+    if guarded {
+        put_back(false);
+        thread::leave();
+    }
+    // SAFETY: the caller's buffer holds `size` pointers, at least `got - 1`.
+    unsafe { std::ptr::copy_nonoverlapping(frames.as_ptr().add(1), buffer, got - 1) };
+    (got - 1) as c_int
+}
+
+/// Puts the real return addresses back into the slots that hold the trampoline (`real`), or the
+/// trampoline back where they were put.
+fn put_back(real: bool) {
+    let tramp = trampoline();
+    for i in (0..TOP.with(Cell::get)).rev() {
+        let mut e = entry(i);
+        // SAFETY: the slots of live frames (and of ended ones, on this thread's stack).
+        unsafe {
+            if real && e.ret != tramp && word(e.slot) == tramp {
+                std::ptr::write_volatile(e.slot as *mut u64, e.ret);
+                e.slot |= RESTORED;
+            } else if !real && e.slot & RESTORED != 0 {
+                e.slot &= !RESTORED;
+                std::ptr::write_volatile(e.slot as *mut u64, tramp);
+            } else {
+                continue;
+            }
+        }
+        ENTRIES.with(|x| x[i].set(e));
+    }
+}
+
+/// The trampoline's personality routine: an exception (or a forced unwinding) found the
+/// trampoline as a return address. Its unwind information says the caller's return address is
+/// in the slot the trampoline was in; this puts the real one back there before the unwinder
+/// reads it. Unwinding goes on (`_URC_CONTINUE_UNWIND`), or stops (`_URC_FATAL_PHASE1_ERROR`)
+/// if the shadow stack does not know the slot.
+///
+/// # Safety
+/// Only the unwinder calls this, with its context.
+#[no_mangle]
+pub unsafe extern "C" fn bootprof_graph_personality(
+    _version: c_int,
+    _actions: c_int,
+    _class: u64,
+    _exception: *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    extern "C" {
+        fn _Unwind_GetCFA(context: *mut c_void) -> usize;
+    }
+    // SAFETY: the unwinder's context of the trampoline's frame.
+    let slot = unsafe { _Unwind_GetCFA(context) } as u64 - 8;
+    let tramp = trampoline();
+    let real = (0..TOP.with(Cell::get))
+        .rev()
+        .map(entry)
+        .find(|e| e.slot == slot && e.ret != tramp);
+    match real {
+        Some(e) => {
+            // SAFETY: the slot the trampoline was returned to from, on this thread's stack.
+            unsafe { std::ptr::write_volatile(slot as *mut u64, e.ret) };
+            8
+        }
+        None => 3,
+    }
+}
+
+// The trampoline. A hooked function's `ret` lands here with the stack pointer just above its
+// slot; everything below is dead (the caller's red zone ended at the call). The unwind
+// information covers the byte before the entry point (an unwinder looks up a return address
+// minus one): the caller's frame starts at the stack pointer (the CFA) and its return address
+// is in the slot below it, where the personality routine puts the real one.
+core::arch::global_asm!(
+    ".pushsection .text.bootprof_graph_return,\"ax\",@progbits",
+    ".globl bootprof_graph_return",
+    ".hidden bootprof_graph_return",
+    ".type bootprof_graph_return,@function",
+    ".p2align 4",
+    ".cfi_startproc",
+    ".cfi_personality 0x9b, bootprof_graph_personality_ref",
+    ".cfi_def_cfa %rsp, 0",
+    ".cfi_offset %rip, -8",
+    "    nop",
+    "bootprof_graph_return:",
+    // The slot, where the real return address goes.
+    "    sub $8, %rsp",
+    ".cfi_def_cfa_offset 8",
+    "    push %rbp",
+    ".cfi_def_cfa_offset 16",
+    ".cfi_offset %rbp, -16",
+    "    mov %rsp, %rbp",
+    ".cfi_def_cfa_register %rbp",
+    "    push %rax",
+    "    push %rdx",
+    "    sub $32, %rsp",
+    "    and $-16, %rsp",
+    "    movdqu %xmm0, 0(%rsp)",
+    "    movdqu %xmm1, 16(%rsp)",
+    "    lea 8(%rbp), %rdi",
+    "    call bootprof_graph_exit",
+    "    mov %rax, 8(%rbp)",
+    "    movdqu 0(%rsp), %xmm0",
+    "    movdqu 16(%rsp), %xmm1",
+    "    mov -8(%rbp), %rax",
+    "    mov -16(%rbp), %rdx",
+    "    leave",
+    ".cfi_def_cfa %rsp, 8",
+    "    ret",
+    ".cfi_endproc",
+    ".size bootprof_graph_return, .-bootprof_graph_return",
+    ".popsection",
+    ".pushsection .data.rel.ro.bootprof_graph_personality_ref,\"aw\",@progbits",
+    ".p2align 3",
+    "bootprof_graph_personality_ref:",
+    "    .quad bootprof_graph_personality",
+    ".popsection",
+    // The real functions the wrappers call (weak: absent without `-Wl,--wrap`).
+    ".pushsection .data.rel.ro.bootprof_graph_real,\"aw\",@progbits",
+    ".p2align 3",
+    ".globl bootprof_graph_real",
+    ".hidden bootprof_graph_real",
+    "bootprof_graph_real:",
+    "    .quad __real_longjmp",
+    "    .quad __real__longjmp",
+    "    .quad __real_siglongjmp",
+    "    .quad __real___longjmp_chk",
+    "    .quad __real_backtrace",
+    ".weak __real_longjmp",
+    ".weak __real__longjmp",
+    ".weak __real_siglongjmp",
+    ".weak __real___longjmp_chk",
+    ".weak __real_backtrace",
+    ".popsection",
+    options(att_syntax)
+);
+
+extern "C" {
+    fn bootprof_graph_return();
+}
