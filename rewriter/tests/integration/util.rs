@@ -12,9 +12,8 @@ use std::sync::Mutex;
 
 /// The `bootprof-link` binary under test, in the target directory of this test's profile. The
 /// commands are another package of the workspace (`bootprof`, which installs both) and `cargo
-/// test` builds only this package, so the first call builds them, once, for the same profile:
-/// `bootprof-link`, the `bootprof` command and the runtime library `bootprof-link` links into
-/// every program.
+/// test` builds only this package, so the first call builds them, once, for the same profile
+/// (`bootprof-link` carries the runtime it links into programs).
 pub fn link_bin() -> &'static str {
     static LINK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     LINK.get_or_init(|| {
@@ -25,10 +24,9 @@ pub fn link_bin() -> &'static str {
             .and_then(Path::parent)
             .expect("target/<profile>");
         let link = dir.join("bootprof-link");
-        let lib = dir.join("libbootprof_runtime.a");
         let tool = dir.join("bootprof");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "bootprof-runtime", "-p", "bootprof"])
+        cmd.args(["build", "-q", "-p", "bootprof"])
             .current_dir(repo_root());
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
@@ -37,10 +35,9 @@ pub fn link_bin() -> &'static str {
             .status()
             .expect("cannot run cargo to build the commands");
         assert!(
-            status.success() && link.is_file() && lib.is_file() && tool.is_file(),
-            "building {}, {} and {} failed",
+            status.success() && link.is_file() && tool.is_file(),
+            "building {} and {} failed",
             link.display(),
-            lib.display(),
             tool.display()
         );
         link.display().to_string()
