@@ -12,13 +12,16 @@
 //!
 //! Below the phases: [`site`] (what they hand each other), [`elf`] (the x86-64 ELF layer),
 //! [`decode`], [`functions`] and [`guard`] (parts of `patch`), [`archive`], [`driver`] (running
-//! commands), [`runtime_lib`] (the runtime as linked) and [`error`].
+//! commands), [`runtime_lib`] (the runtime as linked), [`prelink`] (the runtime archive made into
+//! one small object), [`cache`] (where the runtime `bootprof-link` carries is unpacked) and
+//! [`error`].
 #![deny(missing_docs)]
 // Errors are built once per failed link; their size does not matter, their context does.
 #![allow(clippy::result_large_err)]
 
 pub mod archive;
 pub mod args;
+pub mod cache;
 pub mod check;
 pub mod decode;
 pub mod driver;
@@ -32,6 +35,7 @@ pub mod link;
 pub mod lto;
 pub mod patch;
 pub mod pipeline;
+pub mod prelink;
 pub mod rewrite;
 pub mod runtime_lib;
 pub mod scan;

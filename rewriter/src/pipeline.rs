@@ -6,8 +6,9 @@ use crate::{args, check, driver, gather, link, rewrite, runtime_lib, stubs};
 use std::path::Path;
 use std::time::Instant;
 
-/// Runs `bootprof-link` with `argv` (without argv[0]); returns the process exit code.
-pub fn run_link(argv: Vec<String>) -> Result<i32> {
+/// Runs `bootprof-link` with `argv` (without argv[0]), linking `runtime` into programs; returns
+/// the process exit code.
+pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i32> {
     let start = Instant::now();
     let driver = std::env::var("BOOTPROF_CC").unwrap_or_else(|_| "cc".into());
     let flags = std::env::var("BOOTPROF_LINK_FLAGS").unwrap_or_default();
@@ -48,7 +49,7 @@ pub fn run_link(argv: Vec<String>) -> Result<i32> {
         }
     }
     if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
-        args.extend(runtime_lib::runtime_args(&line)?);
+        args.extend(runtime_lib::runtime_args(&line, runtime)?);
     }
     let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
     let (code, checked) = link::final_link(&line, args, &traced, dir.path())?;

@@ -1,85 +1,148 @@
-//! The runtime library as `bootprof-link` links it: takes the link line and
-//! `libbootprof_runtime.a` (a Rust staticlib, tens of megabytes with the standard library); hands
-//! on the arguments that link it: one small relocatable object made from the archive once and
-//! cached beside it, so each link pulls a megabyte of code instead of searching the archive.
+//! The runtime library as `bootprof-link` links it: takes the link line and the runtime the
+//! `bootprof-link` executable carries ([`Embedded`]: a small relocatable object prelinked from the
+//! `bootprof-runtime` staticlib when `bootprof-link` was built, and the C header); hands on the
+//! arguments that link it, after unpacking it into the per-user cache ([`crate::cache`]) once.
+//! `BOOTPROF_RUNTIME` names another runtime instead: an object, linked as it is, or an archive
+//! (`libbootprof_runtime.a`), prelinked ([`crate::prelink`]) once into an object beside it (the
+//! archive itself is linked when that fails).
 //!
-//! The object is a partial link (`ld -r --gc-sections`) rooted at every `bootprof_*` symbol the
-//! archive's index defines (the C API and the registration entry points: the list comes from the
-//! archive, so it cannot drift from the runtime), then stripped of debug information and of the
-//! LLVM bitcode the standard library carries. If any step fails, the archive itself is linked.
+//! The same files answer `--print-runtime`, `--print-include-dir` and `--print-pkg-config-dir`
+//! ([`Query`]): where a build finds the header and the runtime without bootprof's sources.
 
 use crate::args::LinkLine;
 use crate::error::{Error, Result};
 use crate::stubs::{REGISTER_SYMBOL, UNREGISTER_SYMBOL};
+use crate::{cache, prelink};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// The global `bootprof_*` symbols the archive's index defines, and its `__wrap_*` functions
-/// (what the program's calls to the functions of [`WRAPPED`] reach).
-fn entry_points(archive: &[u8]) -> Vec<String> {
-    let Ok(file) = object::read::archive::ArchiveFile::parse(archive) else {
-        return Vec::new();
-    };
-    let Ok(Some(symbols)) = file.symbols() else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = symbols
-        .filter_map(Result::ok)
-        .map(|s| String::from_utf8_lossy(s.name()).into_owned())
-        .filter(|n| n.starts_with("bootprof_") || n.starts_with("__wrap_"))
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+/// The runtime a `bootprof-link` executable carries, built into it (see `runtime/cli/build.rs`).
+pub struct Embedded {
+    /// The prelinked runtime object.
+    pub object: &'static [u8],
+    /// `runtime/include/bootprof.h`.
+    pub header: &'static [u8],
+    /// The package version, for the pkg-config file.
+    pub version: &'static str,
+    /// A name for `object` and `header` that changes with their contents: their directory in the
+    /// cache.
+    pub id: &'static str,
 }
 
-/// The cached object for `archive`, made now if it is missing or older than the archive.
-/// `None` when it cannot be made (the caller links the archive).
-pub fn prelinked(archive: &Path) -> Option<PathBuf> {
+/// The runtime object's file name in its cache directory.
+const OBJECT: &str = "bootprof_runtime.o";
+/// The header's directory in the cache directory (what `-I` names).
+const INCLUDE: &str = "include";
+/// The pkg-config file's directory in the cache directory (what `PKG_CONFIG_PATH` names).
+const PKG_CONFIG: &str = "pkgconfig";
+
+impl Embedded {
+    /// The cache directory holding the object, `include/bootprof.h` and
+    /// `pkgconfig/bootprof.pc`, unpacked now where missing.
+    pub fn unpacked(&self) -> Result<PathBuf> {
+        cache::unpack(self.id, |dir| {
+            vec![
+                (OBJECT, self.object.to_vec()),
+                ("include/bootprof.h", self.header.to_vec()),
+                ("pkgconfig/bootprof.pc", self.pkg_config(dir).into_bytes()),
+            ]
+        })
+    }
+
+    /// The pkg-config file for a cache directory `dir`: the compile flags that find the header.
+    /// No `Libs`: `bootprof-link` links the runtime itself.
+    fn pkg_config(&self, dir: &Path) -> String {
+        format!(
+            "prefix={}\n\
+             includedir=${{prefix}}/{INCLUDE}\n\
+             \n\
+             Name: bootprof\n\
+             Description: bootprof's probe header (bootprof.h); link through bootprof-link, which \
+             links the runtime\n\
+             Version: {}\n\
+             Cflags: -I${{includedir}}\n",
+            dir.display(),
+            self.version
+        )
+    }
+
+    /// The runtime a link would use: `BOOTPROF_RUNTIME` when set (and not empty), else this one,
+    /// unpacked.
+    pub fn object_to_link(&self) -> Result<PathBuf> {
+        match std::env::var_os("BOOTPROF_RUNTIME").filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                if is_archive(&path) {
+                    Ok(prelinked(&path).unwrap_or(path))
+                } else if path.is_file() {
+                    Ok(path)
+                } else {
+                    Err(Error::Usage(format!(
+                        "BOOTPROF_RUNTIME names {}, which is not a file: point it at a runtime \
+                         archive (libbootprof_runtime.a) or object, or unset it to link the \
+                         runtime bootprof-link carries",
+                        path.display()
+                    )))
+                }
+            }
+            None => Ok(self.unpacked()?.join(OBJECT)),
+        }
+    }
+}
+
+/// Whether `path` is an `ar` archive (by its magic).
+fn is_archive(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| &magic == b"!<arch>\n")
+}
+
+/// The object prelinked from `archive`, beside it (`libbootprof_runtime.o`), made now if it is
+/// missing or older than the archive; `None` when it cannot be made.
+fn prelinked(archive: &Path) -> Option<PathBuf> {
     let cached = archive.with_extension("o");
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(obj), Some(lib)) = (modified(&cached), modified(archive)) {
-        if obj >= lib {
+    if let (Some(object), Some(lib)) = (modified(&cached), modified(archive)) {
+        if object >= lib {
             return Some(cached);
         }
     }
-    let data = std::fs::read(archive).ok()?;
-    let roots = entry_points(&data);
-    if !roots.iter().any(|r| r == REGISTER_SYMBOL) {
-        return None;
+    prelink::prelink(archive, &cached, REGISTER_SYMBOL)
+        .ok()
+        .map(|()| cached)
+}
+
+/// What `bootprof-link --print-...` prints: a path, one line, for builds that use bootprof
+/// without its sources (`cc -I"$(bootprof-link --print-include-dir)"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Query {
+    /// `--print-runtime`: the runtime object (or archive) a link would use.
+    Runtime,
+    /// `--print-include-dir`: the directory holding `bootprof.h`.
+    IncludeDir,
+    /// `--print-pkg-config-dir`: the directory holding `bootprof.pc`, for `PKG_CONFIG_PATH`.
+    PkgConfigDir,
+}
+
+impl Query {
+    /// The query `arg` asks, if it is one.
+    pub fn parse(arg: &str) -> Option<Query> {
+        match arg {
+            "--print-runtime" => Some(Query::Runtime),
+            "--print-include-dir" => Some(Query::IncludeDir),
+            "--print-pkg-config-dir" => Some(Query::PkgConfigDir),
+            _ => None,
+        }
     }
-    // Both steps write temporaries beside the cache, the second renamed over it: links running
-    // at the same time never see half an object.
-    let temporary = |tag: &str| {
-        use std::os::unix::fs::PermissionsExt;
-        tempfile::Builder::new()
-            .prefix(&format!("libbootprof_runtime.{tag}."))
-            .suffix(".o")
-            .permissions(std::fs::Permissions::from_mode(0o666))
-            .tempfile_in(cached.parent()?)
-            .ok()
-            .map(tempfile::NamedTempFile::into_temp_path)
-    };
-    let partial = temporary("partial")?;
-    let stripped = temporary("stripped")?;
-    let mut ld = Command::new("ld");
-    ld.args(["-r", "--gc-sections"]);
-    for r in &roots {
-        ld.arg("-u").arg(r);
+
+    /// The answer for `runtime`, its files unpacked first.
+    pub fn answer(self, runtime: &Embedded) -> Result<PathBuf> {
+        match self {
+            Query::Runtime => runtime.object_to_link(),
+            Query::IncludeDir => Ok(runtime.unpacked()?.join(INCLUDE)),
+            Query::PkgConfigDir => Ok(runtime.unpacked()?.join(PKG_CONFIG)),
+        }
     }
-    ld.arg(archive).arg("-o").arg(&*partial);
-    let ok = ld.output().is_ok_and(|o| o.status.success())
-        && Command::new("objcopy")
-            .args([
-                "--remove-section=.llvmbc",
-                "--remove-section=.llvmcmd",
-                "--strip-debug",
-            ])
-            .arg(&*partial)
-            .arg(&*stripped)
-            .output()
-            .is_ok_and(|o| o.status.success());
-    (ok && stripped.persist(&cached).is_ok()).then_some(cached)
 }
 
 /// The C library's functions whose calls from the program go to the runtime's `__wrap_NAME`
@@ -97,7 +160,7 @@ pub const WRAPPED: [&str; 5] = [
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
 /// shared objects (their tables register with the executable's runtime), for links without the
 /// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
-pub fn runtime_args(line: &LinkLine) -> Result<Vec<String>> {
+pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> {
     // `-u` pulls the runtime's entry points in (the stubs refer to them only weakly); shared
     // objects loaded later find the executable's copies by their exports.
     let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
@@ -137,19 +200,9 @@ pub fn runtime_args(line: &LinkLine) -> Result<Vec<String>> {
             Vec::new()
         });
     }
-    let lib = match std::env::var_os("BOOTPROF_RUNTIME") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::env::current_exe()
-            .map_err(|e| Error::io("/proc/self/exe", e))?
-            .with_file_name("libbootprof_runtime.a"),
-    };
-    if !lib.is_file() {
-        return Err(Error::Usage(format!(
-            "the runtime library {} is missing: build it (cargo build -p bootprof-runtime), point \
-             BOOTPROF_RUNTIME at it, or link without it (--no-runtime)",
-            lib.display()
-        )));
-    }
-    let lib = prelinked(&lib).unwrap_or(lib);
-    Ok(with_register(vec![lib.display().to_string(), "-lm".into()]))
+    let object = runtime.object_to_link()?;
+    Ok(with_register(vec![
+        object.display().to_string(),
+        "-lm".into(),
+    ]))
 }

@@ -15,6 +15,7 @@
 //! | [`cmake`] | CMake projects linked through `CMAKE_C_LINKER_LAUNCHER` and `CMAKE_CXX_LINKER_LAUNCHER` (a C++ shared library and executable) |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
+//! | [`install`] | `cargo install --path runtime/cli`: the installed commands link, list, run and report from an unrelated directory with a clean environment; where the runtime and header are unpacked |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`realworld`] | bzip2, lz4, jsoncpp and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
@@ -32,6 +33,7 @@ mod corpus;
 mod diagnostics;
 mod elf;
 mod flamechart_script;
+mod install;
 mod json;
 mod linker_scripts;
 mod lto;

@@ -23,7 +23,7 @@ fn bzip2_lz4_jsoncpp_and_the_sqlite3_shell_pass_their_own_checks() {
     }
     require!("python3", "make", "gcc", "g++", "cmake", "ctest");
     // The script uses the binaries under test as they are (no nested `cargo build` replacing them
-    // while other tests run); link_bin() makes sure the runtime library sits beside them.
+    // while other tests run); link_bin() makes sure they are built.
     let link = link_bin();
     let bin_dir = std::path::Path::new(link).parent().unwrap();
     assert_eq!(

@@ -10,35 +10,38 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The `bootprof-link` binary under test. The first call also makes sure the other parts it
-/// works with sit beside it: the runtime library it links into every program, and the `bootprof`
-/// command (another package of the workspace). `cargo test` builds only this package's binaries,
-/// so on a fresh checkout they are built here, once, for the same profile.
+/// The `bootprof-link` binary under test, in the target directory of this test's profile. The
+/// commands are another package of the workspace (`bootprof`, which installs both) and `cargo
+/// test` builds only this package, so the first call builds them, once, for the same profile
+/// (`bootprof-link` carries the runtime it links into programs).
 pub fn link_bin() -> &'static str {
-    static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    const LINK: &str = env!("CARGO_BIN_EXE_bootprof-link");
-    READY.get_or_init(|| {
-        let lib = Path::new(LINK).with_file_name("libbootprof_runtime.a");
-        let tool = Path::new(LINK).with_file_name("bootprof");
-        let release = Path::new(LINK)
+    static LINK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINK.get_or_init(|| {
+        // target/<profile>/deps/integration-<hash>: the profile directory is two levels up.
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let dir = exe
             .parent()
-            .and_then(|d| d.file_name())
-            .is_some_and(|n| n == "release");
+            .and_then(Path::parent)
+            .expect("target/<profile>");
+        let link = dir.join("bootprof-link");
+        let tool = dir.join("bootprof");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "bootprof-runtime", "-p", "bootprof"])
+        cmd.args(["build", "-q", "-p", "bootprof"])
             .current_dir(repo_root());
-        if release {
+        if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("cannot run cargo to build the runtime");
+        let status = cmd
+            .status()
+            .expect("cannot run cargo to build the commands");
         assert!(
-            status.success() && lib.is_file() && tool.is_file(),
+            status.success() && link.is_file() && tool.is_file(),
             "building {} and {} failed",
-            lib.display(),
+            link.display(),
             tool.display()
         );
-    });
-    LINK
+        link.display().to_string()
+    })
 }
 
 /// The `bootprof` command under test (`bootprof list`, `run`, `report`): beside `bootprof-link`,

@@ -2,7 +2,8 @@
 hands on a build directory per program and variant under WORK/build, compiled with the
 program's own flags plus the variant's, through bootprof-link for the bootprof variants (as CC
 for the Makefiles, as CMake's linker launcher for jsoncpp). A
-build is kept while its stamp (flags, bootprof-link, runtime and header) is unchanged. Also
+build is kept while its stamp (flags, bootprof-link with the runtime it carries, and the header)
+is unchanged. Also
 where each program's binaries are in a build, and the sites bootprof-link put in them."""
 import json
 import os
@@ -27,7 +28,7 @@ def cc_env(variant):
 
 def stamp_of(prog, variant, extra=""):
     parts = [prog, variant, " ".join(VARIANTS[variant]["flags"]), extra]
-    for f in (LINK, BIN / "libbootprof_runtime.a", INCLUDE / "bootprof.h"):
+    for f in (LINK, INCLUDE / "bootprof.h"):
         st = f.stat()
         parts.append(f"{f.name}:{st.st_size}:{int(st.st_mtime)}")
     return "\n".join(parts)

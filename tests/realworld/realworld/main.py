@@ -130,9 +130,8 @@ def prepare_binaries(args):
     makes sure they are there."""
     if not (args.no_build or os.environ.get("BOOTPROF_NO_BUILD")):
         subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path",
-                        ROOT / "Cargo.toml", "-p", "bootprof-link", "-p", "bootprof", "-p",
-                        "bootprof-runtime"], check=True)
-    for f in (LINK, TOOL, BIN / "libbootprof_runtime.a"):
+                        ROOT / "Cargo.toml", "-p", "bootprof"], check=True)
+    for f in (LINK, TOOL):
         if not f.is_file():
             raise Failure(f"{f} not found (build with cargo build --release)")
 

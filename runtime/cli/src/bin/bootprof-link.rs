@@ -3,8 +3,19 @@
 //! Use it where the link command goes: `bootprof-link cc -o app main.o -lm`, or as a drop-in
 //! driver (`-C linker=bootprof-link`, `CMAKE_C_LINKER_LAUNCHER=bootprof-link`) with the real
 //! driver in `BOOTPROF_CC` (default `cc`). See DESIGN.md for the options.
+//!
+//! It carries the runtime it links into programs, and the C header, built in by `build.rs`.
 
+use bootprof_link::runtime_lib::{Embedded, Query};
 use bootprof_link::Error;
+
+/// The runtime and header `build.rs` made.
+static RUNTIME: Embedded = Embedded {
+    object: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_runtime.o")),
+    header: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof.h")),
+    version: env!("CARGO_PKG_VERSION"),
+    id: env!("BOOTPROF_RUNTIME_ID"),
+};
 
 const HELP: &str = "\
 usage: bootprof-link [OPTIONS] [DRIVER] ARGS...
@@ -20,6 +31,12 @@ options (before DRIVER; also from $BOOTPROF_LINK_FLAGS):
   --no-runtime    do not link the bootprof runtime; probe stubs return at once
   --keep-temps    keep the directory of rewritten inputs
   --stats         print counts and phase times to stderr
+
+alone, each prints a path (the runtime and header this bootprof-link carries are unpacked into
+$XDG_CACHE_HOME/bootprof, else ~/.cache/bootprof, on first use):
+  --print-include-dir     the directory holding bootprof.h (cc -I\"$(bootprof-link --print-include-dir)\")
+  --print-pkg-config-dir  the directory holding bootprof.pc (for PKG_CONFIG_PATH)
+  --print-runtime         the runtime object links use ($BOOTPROF_RUNTIME when set: an archive or object)
 ";
 
 fn main() {
@@ -36,11 +53,23 @@ fn main() {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    if argv.first().is_some_and(|a| a == "--help" || a == "-h") && argv.len() == 1 {
-        print!("{HELP}");
-        return;
+    if let [only] = argv.as_slice() {
+        if only == "--help" || only == "-h" {
+            print!("{HELP}");
+            return;
+        }
+        if let Some(query) = Query::parse(only) {
+            match query.answer(&RUNTIME) {
+                Ok(path) => println!("{}", path.display()),
+                Err(e) => {
+                    eprintln!("bootprof-link: error: {e}");
+                    std::process::exit(1);
+                }
+            }
+            return;
+        }
     }
-    match bootprof_link::run_link(argv) {
+    match bootprof_link::run_link(argv, &RUNTIME) {
         Ok(code) => std::process::exit(code),
         // The link's own messages said why.
         Err(Error::LinkFailed(code)) => std::process::exit(code),

@@ -1,0 +1,88 @@
+//! Prelinking the runtime: takes `libbootprof_runtime.a` (a Rust staticlib, tens of megabytes with
+//! the standard library); hands on one small relocatable object (a megabyte), so that each link
+//! pulls that instead of searching the archive.
+//!
+//! The object is a partial link (`ld -r --gc-sections`) rooted at every `bootprof_*` symbol the
+//! archive defines (the C API and the registration entry points: the list comes from the archive,
+//! through `nm`, so it cannot drift from the runtime) and every `__wrap_*` one (what the
+//! program's calls to the C library functions bootprof-link wraps reach), then stripped of debug information and of
+//! the LLVM bitcode the standard library carries.
+//!
+//! Two users, so this file needs nothing but `std`: `runtime/cli/build.rs` includes it to make
+//! the object `bootprof-link` carries, and [`crate::runtime_lib`] prelinks an archive that
+//! `BOOTPROF_RUNTIME` names.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Prelinks `archive` into `output`, which must define `required` (the entry point every linked
+/// site table calls: an archive without it is not the runtime). `output` appears whole or not
+/// at all: it is written under a temporary name beside it, then renamed. The error says which
+/// step failed and why.
+pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), String> {
+    let roots = entry_points(archive)?;
+    if !roots.iter().any(|r| r == required) {
+        return Err(format!(
+            "{} defines no {required}: it is not bootprof's runtime",
+            archive.display()
+        ));
+    }
+    let temporary = |step: &str| {
+        let mut name = output.as_os_str().to_owned();
+        name.push(format!(".{}.{step}", std::process::id()));
+        std::path::PathBuf::from(name)
+    };
+    let (partial, stripped) = (temporary("partial"), temporary("stripped"));
+    let mut ld = Command::new("ld");
+    ld.args(["-r", "--gc-sections"]);
+    for root in &roots {
+        ld.arg("-u").arg(root);
+    }
+    ld.arg(archive).arg("-o").arg(&partial);
+    let mut objcopy = Command::new("objcopy");
+    objcopy
+        .args([
+            "--remove-section=.llvmbc",
+            "--remove-section=.llvmcmd",
+            "--strip-debug",
+        ])
+        .arg(&partial)
+        .arg(&stripped);
+    let made = run(&mut ld).and_then(|_| run(&mut objcopy)).and_then(|_| {
+        std::fs::rename(&stripped, output).map_err(|e| format!("{}: {e}", output.display()))
+    });
+    let _ = std::fs::remove_file(&partial);
+    let _ = std::fs::remove_file(&stripped);
+    made
+}
+
+/// The global `bootprof_*` and `__wrap_*` symbols `archive` defines.
+fn entry_points(archive: &Path) -> Result<Vec<String>, String> {
+    let mut nm = Command::new("nm");
+    nm.args(["--defined-only", "--extern-only", "--portability"])
+        .arg(archive);
+    let listing = run(&mut nm)?;
+    let mut names: Vec<String> = String::from_utf8_lossy(&listing)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with("bootprof_") || name.starts_with("__wrap_"))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Runs `cmd`; its standard output, or an error with the command and what it printed.
+pub fn run(cmd: &mut Command) -> Result<Vec<u8>, String> {
+    let shown = format!("{cmd:?}");
+    match cmd.output() {
+        Ok(o) if o.status.success() => Ok(o.stdout),
+        Ok(o) => Err(format!(
+            "`{shown}` failed with {}:\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!("cannot run `{shown}`: {e}")),
+    }
+}

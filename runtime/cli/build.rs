@@ -1,0 +1,160 @@
+//! Builds the runtime `bootprof-link` carries inside itself, so that an installed `bootprof-link`
+//! needs nothing else on disk. Takes the runtime's sources (this package sits in `runtime/`);
+//! hands on, in `OUT_DIR`, `bootprof_runtime.o` (what `bootprof-link` links into programs) and
+//! `bootprof.h` (the C header), and in the environment variable `BOOTPROF_RUNTIME_ID` a name for
+//! the pair that changes with their contents (the directory of the per-user cache they are
+//! written into).
+//!
+//! The `bootprof-runtime` staticlib (tens of megabytes, the standard library included) comes from
+//! a nested cargo with a target directory of its own under `OUT_DIR`, so it does not wait on the
+//! lock of the build that runs this script. It is built for the same target and profile
+//! (release or debug), without the flags of this build (`RUSTFLAGS` and the like are for
+//! `bootprof-link`, not for the code it links into other programs: a `-C linker=` or a sanitizer
+//! there would break those links); `BOOTPROF_RUNTIME_RUSTFLAGS` gives the runtime flags of its own.
+//!
+//! The staticlib is then prelinked into one small object (a megabyte), by the rewriter's
+//! `prelink.rs`: the code reachable from the archive's `bootprof_*` symbols, without debug
+//! information or LLVM bitcode.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "../../rewriter/src/prelink.rs"]
+mod prelink;
+
+/// The entry point every linked site table calls (`stubs::REGISTER_SYMBOL` in the rewriter): an
+/// archive without it is not the runtime.
+const REGISTER_SYMBOL: &str = "bootprof_register";
+
+fn main() {
+    let manifest_dir = PathBuf::from(var("CARGO_MANIFEST_DIR"));
+    let runtime = manifest_dir.parent().expect("runtime/cli has a parent");
+    let out = PathBuf::from(var("OUT_DIR"));
+    let header = runtime.join("include/bootprof.h");
+    if !runtime.join("Cargo.toml").is_file() || !header.is_file() {
+        fail(&format!(
+            "the runtime's sources are not in {}: the bootprof package builds the runtime it \
+             carries from the bootprof workspace (runtime/, beside runtime/cli)",
+            runtime.display()
+        ));
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+    let workspace = runtime.parent().expect("runtime/ has a parent");
+    for input in [
+        runtime.join("src"),
+        runtime.join("Cargo.toml"),
+        runtime.join("format/src"),
+        runtime.join("format/Cargo.toml"),
+        header.clone(),
+        workspace.join("Cargo.toml"),
+        workspace.join("Cargo.lock"),
+    ] {
+        println!("cargo:rerun-if-changed={}", input.display());
+    }
+    println!("cargo:rerun-if-env-changed=BOOTPROF_RUNTIME_RUSTFLAGS");
+
+    let archive = build_staticlib(runtime, &out);
+    let object = out.join("bootprof_runtime.o");
+    prelink::prelink(&archive, &object, REGISTER_SYMBOL)
+        .unwrap_or_else(|e| fail(&format!("prelinking the runtime: {e}")));
+    let header_copy = out.join("bootprof.h");
+    copy(&header, &header_copy);
+
+    let mut contents = read(&object);
+    contents.extend(read(&header_copy));
+    println!(
+        "cargo:rustc-env=BOOTPROF_RUNTIME_ID={}-{:016x}",
+        var("CARGO_PKG_VERSION"),
+        fnv1a(&contents)
+    );
+}
+
+/// Builds the `bootprof-runtime` staticlib with a nested cargo; returns the archive's path.
+fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
+    let target = var("TARGET");
+    let release = var("PROFILE") == "release";
+    let target_dir = out.join("runtime-target");
+    let mut cargo = Command::new(var("CARGO"));
+    cargo
+        .args([
+            "rustc",
+            "--lib",
+            "--crate-type",
+            "staticlib",
+            "--manifest-path",
+        ])
+        .arg(runtime.join("Cargo.toml"))
+        .args(["--target", &target])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if release {
+        cargo.arg("--release");
+    }
+    // This build's own flags, linker and target directory are not the runtime's.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let per_target = name.starts_with("CARGO_TARGET_")
+            && (name.ends_with("_LINKER") || name.ends_with("_RUSTFLAGS"));
+        if per_target
+            || matches!(
+                &*name,
+                "RUSTFLAGS"
+                    | "CARGO_ENCODED_RUSTFLAGS"
+                    | "CARGO_BUILD_RUSTFLAGS"
+                    | "CARGO_TARGET_DIR"
+                    | "CARGO_BUILD_TARGET_DIR"
+                    | "CARGO_BUILD_TARGET"
+            )
+        {
+            cargo.env_remove(&*name);
+        }
+    }
+    if let Some(flags) = std::env::var_os("BOOTPROF_RUNTIME_RUSTFLAGS") {
+        cargo.env("RUSTFLAGS", flags);
+    }
+    prelink::run(&mut cargo)
+        .unwrap_or_else(|e| fail(&format!("building the runtime staticlib: {e}")));
+    let profile = if release { "release" } else { "debug" };
+    let archive = target_dir
+        .join(&target)
+        .join(profile)
+        .join("libbootprof_runtime.a");
+    if !archive.is_file() {
+        fail(&format!(
+            "the runtime's build left no {}",
+            archive.display()
+        ));
+    }
+    archive
+}
+
+/// FNV-1a, 64 bits: a name for the contents, not a defence against anyone.
+fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| fail(&format!("cargo did not set {name}")))
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())))
+}
+
+fn copy(from: &Path, to: &Path) {
+    if let Err(e) = std::fs::copy(from, to) {
+        fail(&format!(
+            "copying {} to {}: {e}",
+            from.display(),
+            to.display()
+        ));
+    }
+}
+
+/// Stops the build with `message` (cargo shows a failed build script's stderr).
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1)
+}
