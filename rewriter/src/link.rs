@@ -37,8 +37,18 @@ pub fn final_link(
     check::check_references(&reports, &args, output)?;
     check::check_output(&tmp, output)?;
     let checked = started.elapsed();
-    tmp.persist(output)
-        .map_err(|e| Error::io(output, e.error))?;
+    if bootprof_format::file::written_in_place(output) {
+        // Copied into the device or pipe: renaming over it would put a file in its place.
+        std::fs::File::open(&tmp)
+            .and_then(|mut from| {
+                let mut to = std::fs::OpenOptions::new().write(true).open(output)?;
+                std::io::copy(&mut from, &mut to)
+            })
+            .map_err(|e| Error::io(output, e))?;
+    } else {
+        tmp.persist(output)
+            .map_err(|e| Error::io(output, e.error))?;
+    }
     Ok((0, checked))
 }
 
@@ -98,7 +108,12 @@ fn temporary_output(output: &Path) -> std::io::Result<tempfile::TempPath> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("a.out");
+    let in_place = bootprof_format::file::written_in_place(output);
+    let temp_dir = std::env::temp_dir();
     let dir = match output.parent() {
+        // A device or a pipe (`-o /dev/null`) gets the output copied in: the temporary is not
+        // put beside it.
+        _ if in_place => temp_dir.as_path(),
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };

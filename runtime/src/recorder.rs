@@ -586,8 +586,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
         records: records.len() as u64,
         dropped: DROPPED.load(Ordering::Relaxed),
     };
-    let (file, tmp) = create_temporary(path)?;
-    let write = || -> std::io::Result<()> {
+    let write = |file: std::fs::File| -> std::io::Result<()> {
         use std::io::Write;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         fmt::write_trace(header, &sites, &threads, &strings, &records, |b| {
@@ -595,11 +594,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
         })?;
         out.flush()
     };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::rename(&tmp, path)?;
+    write_file(path, write)?;
     if EXITING.load(Ordering::Relaxed) {
         // Freeing tens of megabytes page by page only delays the exit.
         std::mem::forget(records);
@@ -619,6 +614,24 @@ pub fn dump_on_demand(path: &std::path::Path) -> std::io::Result<Option<u64>> {
         }
     }
     dump(path).map(Some)
+}
+
+/// Writes the file at `path` with `write`: into a new file beside it, renamed over it when
+/// complete; or, for a device or a pipe (`BOOTPROF_OUTPUT=/dev/null`, a FIFO a reader waits on),
+/// into it as it is, not replaced by a file.
+fn write_file(
+    path: &std::path::Path,
+    write: impl FnOnce(std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if bootprof_format::file::written_in_place(path) {
+        return write(std::fs::OpenOptions::new().write(true).open(path)?);
+    }
+    let (file, tmp) = create_temporary(path)?;
+    if let Err(e) = write(file) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, path)
 }
 
 /// Creates the file a dump to `path` is written into before it is renamed over `path`: beside

@@ -1,5 +1,6 @@
 //! What `bootprof` says when something is missing or cut short: a reader that closes the pipe, a
-//! binary without a site table, and a trace that was not written (each cause named).
+//! binary without a site table, and a trace that was not written (each cause named); and outputs
+//! that are pipes, written into rather than replaced.
 
 use crate::util::{cmd, compile_c, link_bin, require, run, write, Out, TempDir, BOOTPROF};
 use std::ffi::OsStr;
@@ -526,4 +527,76 @@ fn a_pattern_that_matches_no_site_is_reported_with_the_nearest_names() {
             .collect();
         assert_eq!(warnings, expected, "{out}");
     }
+}
+
+/// Reads the named pipe `fifo` to its end on a thread of its own; the bytes when joined.
+fn drain_fifo(fifo: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+    let fifo = fifo.to_path_buf();
+    std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+}
+
+/// A named pipe in `dir`.
+fn mkfifo(dir: &TempDir, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    path
+}
+
+/// Outputs that are not regular files (`-o /dev/null`, `-o /dev/stdout`, a named pipe a reader
+/// waits on) are written into, not replaced by a file renamed over them: a link's `-o`, the
+/// runtime's dump (`BOOTPROF_OUTPUT`) and `bootprof report -o`, each into a named pipe, deliver
+/// their whole output to its reader and leave the pipe a pipe. (Renaming over `/dev/null` as
+/// root put a regular file in its place.)
+#[test]
+fn outputs_that_are_pipes_are_written_into_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = TempDir::new("pipe-outputs");
+    let exe = build(&dir, "prog", Some(&[]));
+    let is_fifo = |p: &Path| std::fs::metadata(p).unwrap().file_type().is_fifo();
+
+    // The link: the same executable into the pipe as into the file.
+    let fifo = mkfifo(&dir, "link.fifo");
+    let reader = drain_fifo(&fifo);
+    let mut link = cmd(link_bin(), ["cc", "-o"]);
+    link.arg(&fifo).arg(dir.join("prog.o"));
+    run(&mut link).ok();
+    // Checked before the reader is joined: a pipe renamed over would leave it waiting.
+    assert!(is_fifo(&fifo), "the link replaced the pipe");
+    let linked = reader.join().unwrap();
+    assert_eq!(
+        linked,
+        crate::util::read(&exe),
+        "the pipe got another executable"
+    );
+
+    // The runtime's dump of a trace.
+    let fifo = mkfifo(&dir, "trace.fifo");
+    let reader = drain_fifo(&fifo);
+    let mut prog = cmd(&exe, [] as [&str; 0]);
+    prog.env("BOOTPROF_OUTPUT", &fifo)
+        .env("BOOTPROF_ENABLE", "*");
+    run(&mut prog).ok();
+    // Checked before the reader is joined: a pipe renamed over would leave it waiting.
+    assert!(is_fifo(&fifo), "the dump replaced the pipe");
+    let dumped = reader.join().unwrap();
+    let trace = dir.join("dumped.trace");
+    write(&trace, &dumped);
+    let text = run(cmd(BOOTPROF, ["report".as_ref(), trace.as_os_str()])).ok();
+    assert_eq!(text.stdout.matches(": work <-main").count(), 100, "{text}");
+
+    // The report.
+    let fifo = mkfifo(&dir, "report.fifo");
+    let reader = drain_fifo(&fifo);
+    let summary = |out: &[&OsStr]| {
+        let mut c = cmd(BOOTPROF, ["report", "--format", "summary"]);
+        c.args(out).arg(&trace);
+        run(c).ok()
+    };
+    summary(&["-o".as_ref(), fifo.as_os_str()]);
+    // Checked before the reader is joined: a pipe renamed over would leave it waiting.
+    assert!(is_fifo(&fifo), "the report replaced the pipe");
+    let reported = reader.join().unwrap();
+    assert_eq!(String::from_utf8(reported).unwrap(), summary(&[]).stdout);
 }

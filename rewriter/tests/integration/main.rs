@@ -10,7 +10,7 @@
 //! | [`cli`] | invocation forms, response files, pass-through, failing links, `bootprof list` |
 //! | [`benches`] | `benches/run --quick`: every benchmark suite builds and passes its checks |
 //! | [`badinput`] | damaged or foreign inputs: an error naming the place, no panic, output kept |
-//! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says |
+//! | [`diagnostics`] | a closed pipe, a binary without a table, a trace not written: what bootprof says; outputs that are pipes are written into |
 //! | [`srcline`] | `bootprof report --srcline`: file:line from DWARF, PIE or not; the note without -g |
 //! | [`cmake`] | CMake projects linked through `CMAKE_C_LINKER_LAUNCHER` and `CMAKE_CXX_LINKER_LAUNCHER` (a C++ shared library and executable) |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |

@@ -1,6 +1,9 @@
 //! What kind of file an input is, by its first bytes: the one place the rewriter and the tools
 //! sniff ELF, archive and LLVM bitcode magic.
 
+#[cfg(feature = "std")]
+extern crate std;
+
 /// `\x7fELF`.
 pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 /// A regular static archive.
@@ -66,4 +69,14 @@ pub fn classify(head: &[u8]) -> FileKind {
     } else {
         FileKind::OtherElf
     }
+}
+
+/// Whether an output at `path` is written in place rather than replaced by a new file renamed
+/// over it: it is there and is neither a regular file nor a directory (symbolic links followed):
+/// `/dev/null`, `/dev/stdout`, a terminal, a named pipe. Renaming over one would put a regular
+/// file where the device was (root may write in `/dev`), and a reader of the pipe would never
+/// see the bytes.
+#[cfg(feature = "std")]
+pub fn written_in_place(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.file_type().is_file() && !m.is_dir())
 }

@@ -247,6 +247,18 @@ pub fn report(
                 Ok(()) => Ok(()),
             }
         }
+        Some(path) if bootprof_format::file::written_in_place(path) => {
+            // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`): written into as it is.
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|file| {
+                    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+                    write(&mut out)?;
+                    out.flush()
+                });
+            written.map_err(|e| unreadable(&e).unwrap_or_else(|| Error::io(path, e)))
+        }
         Some(path) => {
             // A temporary file in the same directory, renamed over `path` when complete: a
             // reader never sees half a report, and a failed report leaves the old one. Created
