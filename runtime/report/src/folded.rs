@@ -10,6 +10,11 @@
 //! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
 //!
+//! A frame of a function with entries only (`-pg`/`-mfentry` code recorded without `bootprof
+//! run --graph`) is named with ` (inferred)` after the function, `main;run (inferred);parse
+//! (inferred) 1200`: when it returned, so its time and the frames above it, were inferred (see
+//! [`timeline`]). A folded line has no room for a comment: `bootprof report` says so on stderr.
+//!
 //! A hit whose call stack was recorded (`bootprof run --stacktrace`) adds to the line of its own
 //! path under the thread: the functions of its stack, outermost first, from the outermost one
 //! that is instrumented (`[unknown]` for an address between them that no instrumented function
@@ -43,7 +48,7 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
             if i > 0 {
                 line.push(';');
             }
-            line.extend(m.text(name).chars().map(|c| match c {
+            line.extend(m.frame_label(name).chars().map(|c| match c {
                 ';' => ':',
                 '\n' | '\r' => ' ',
                 c => c,

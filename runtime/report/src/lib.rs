@@ -24,6 +24,7 @@
 pub mod chrome;
 pub mod counts;
 pub mod error;
+pub mod filter;
 pub mod flamechart;
 pub mod folded;
 pub mod holds;
@@ -111,6 +112,9 @@ pub struct Options {
     /// Text, summary and points: show the source file:line of each function, probe and frame
     /// (see [`srcline`]).
     pub srcline: bool,
+    /// Leave out the calls deeper or shorter than this (`--depth`, `--min-time`; see
+    /// [`filter`]).
+    pub filter: filter::Filter,
 }
 
 impl Format {
@@ -129,6 +133,7 @@ impl Default for Options {
             text: text::TextOptions::default(),
             demangle: true,
             srcline: false,
+            filter: filter::Filter::default(),
         }
     }
 }
@@ -153,16 +158,29 @@ pub fn write_report_with(
     sources: Option<srcline::SourceLines>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    write_report_noting(trace, format, options, sources, out).map(drop)
+}
+
+/// [`write_report_with`], returning what the report says of how its frames were made
+/// ([`model::Model::caveats`]), for the formats that have no room to say it.
+pub fn write_report_noting(
+    trace: &Trace,
+    format: Format,
+    options: &Options,
+    sources: Option<srcline::SourceLines>,
+    out: &mut dyn Write,
+) -> std::io::Result<Vec<String>> {
     if format == Format::Counts {
         // Counts, not records: nothing to model.
-        return counts::write(trace, out);
+        return counts::write(trace, out).map(|()| Vec::new());
     }
     let mut model = model::Model::new(trace);
     if let Some(sources) = sources.filter(|_| format.shows_srcline()) {
         model.set_sources(sources);
     }
+    model.filter(options.filter);
     holds::blame(&mut model);
-    match format {
+    let written = match format {
         Format::Text => text::write_with(&model, &options.text, out),
         Format::Chrome => chrome::write(&model, out),
         Format::Folded => folded::write(&model, out),
@@ -172,7 +190,8 @@ pub fn write_report_with(
         Format::Latency => latency::write(&model, out),
         Format::Perfetto => perfetto::write(&model, out),
         Format::Counts => counts::write(trace, out),
-    }
+    };
+    written.map(|()| model.caveats())
 }
 
 /// `bootprof report`: reads `input`, writes `format` to `output` (atomically: a temporary file
@@ -220,7 +239,13 @@ pub fn report(
     // Called once, by one of the two arms below. Records that could not be read back as they
     // were checked make the report an error (its file is then not written).
     let write = |out: &mut dyn Write| {
-        write_report_with(&trace, format, options, sources, out)?;
+        let caveats = write_report_noting(&trace, format, options, sources, out)?;
+        if format == Format::Folded {
+            // A folded line has no room for them.
+            for caveat in caveats {
+                eprintln!("bootprof: note: {}: {caveat}", input.display());
+            }
+        }
         match trace.records.failure() {
             Some(what) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what)),
             None => Ok(()),
