@@ -459,7 +459,12 @@ fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> i
     let w = on_grid(s.end) - x;
     let w = if s.hit { w.max(HIT_WIDTH) } else { w };
     let y = bottom - f64::from(s.depth + 1) * ROW;
-    let name = m.frame_label(s.name);
+    // A recorded stack's frames are unwound, not inferred.
+    let name = if s.hit {
+        m.text(s.name).into()
+    } else {
+        m.frame_label(s.name)
+    };
     let name = &*name;
     let class = if s.hit { "f h" } else { "f" };
     write!(out, "<g class=\"{class}\"><title>")?;
