@@ -18,6 +18,7 @@ use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 pub(crate) use crate::unwind::Origin;
 use bootprof_format::code;
 use bootprof_format::trace::RecordKind;
+use bootprof_format::Kind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a handler receives. Layout is part of the C API (`struct bootprof_hit`).
@@ -160,8 +161,9 @@ fn fire_handlers(
             let arg = if site.kind.is_hook() { parent } else { args[0] };
             // A call filter applies to the calls whose exits are recorded: not to the entries of
             // a hook without --graph.
+            let entry_only = matches!(site.kind, Kind::Fentry | Kind::Mcount) && !hooked;
             let filtered = crate::filter::on()
-                && (hooked || !site.kind.is_hook())
+                && !entry_only
                 && matches!(kind, RecordKind::Enter | RecordKind::Exit);
             let written = match (filtered, kind) {
                 (false, _) => {

@@ -614,12 +614,16 @@ mod tests {
         assert_eq!(
             seen,
             [
-                "1000 function main ",
+                // Recorded without --graph: main has entries only.
+                "1000 function main (inferred) ",
                 "3000 stack app:hit main+0x20 0x7f0000000000",
                 "3000 event app:hit 9",
                 "4000 wait ? ",
                 "5000 event app:hit 10",
                 "0 bootprof records not shown 5 records were dropped (the recording buffer was full)",
+                "0 bootprof bootprof notes 1 function has entries only (-pg/-mfentry hooks \
+                 recorded without `bootprof run --graph`): when it returned is inferred from \
+                 later calls, so its durations and stacks are estimates, marked (inferred)",
             ]
         );
     }
