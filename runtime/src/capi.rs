@@ -61,6 +61,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
     }
     crate::recorder::init_from_environment();
     crate::graph::init_from_environment();
+    crate::filter::init_from_environment();
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
     crate::api::apply_environment();

@@ -17,6 +17,8 @@ pub use crate::clock::rdtsc;
 use crate::site::{self, SiteRec, CALL, ENABLING_CALL, MAX_HANDLERS};
 pub(crate) use crate::unwind::Origin;
 use bootprof_format::code;
+use bootprof_format::trace::RecordKind;
+use bootprof_format::Kind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a handler receives. Layout is part of the C API (`struct bootprof_hit`).
@@ -145,19 +147,36 @@ fn fire_handlers(
     } else {
         0
     };
+    let mut hooked = false;
     if record && slot != 0 && crate::graph::on() {
         // The function's exit is recorded when it returns; a call too deep for the shadow stack
         // is recorded neither way.
         match crate::graph::hook(site, slot, tid, tsc) {
-            Some(real) => parent = real,
+            Some(real) => (parent, hooked) = (real, true),
             None => record = false,
         }
     }
     if record {
-        if let Some(kind) = bootprof_format::trace::RecordKind::from_u8(site.rec_kind) {
+        if let Some(kind) = RecordKind::from_u8(site.rec_kind) {
             let arg = if site.kind.is_hook() { parent } else { args[0] };
-            crate::recorder::record(site, kind, arg, tid, tsc);
-            if site.stacktrace() {
+            // A call filter applies to the calls whose exits are recorded: not to the entries of
+            // a hook without --graph.
+            let entry_only = matches!(site.kind, Kind::Fentry | Kind::Mcount) && !hooked;
+            let filtered = crate::filter::on()
+                && !entry_only
+                && matches!(kind, RecordKind::Enter | RecordKind::Exit);
+            let written = match (filtered, kind) {
+                (false, _) => {
+                    crate::recorder::record(site, kind, arg, tid, tsc);
+                    true
+                }
+                (true, RecordKind::Enter) => crate::filter::enter(site, arg, tid, tsc),
+                (true, _) => {
+                    crate::filter::exit(site, tid, tsc);
+                    false
+                }
+            };
+            if written && site.stacktrace() {
                 crate::recorder::record_stack(site, from, tid, tsc);
             }
             if site.latency != 0 {

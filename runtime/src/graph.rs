@@ -41,7 +41,7 @@
 use crate::clock::rdtsc;
 use crate::note::note;
 use crate::site::SiteRec;
-use crate::{recorder, thread};
+use crate::{filter, recorder, thread};
 use bootprof_format::trace::RecordKind;
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -134,7 +134,11 @@ unsafe fn word(slot: u64) -> u64 {
 fn record_exit(e: Entry, tid: u32, tsc: u64) {
     if let Some(site) = e.site {
         if recorder::recording() {
-            recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+            if filter::on() {
+                filter::exit(site, tid, tsc);
+            } else {
+                recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+            }
         }
     }
 }

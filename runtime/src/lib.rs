@@ -12,14 +12,15 @@
 //! `note` (stderr), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
 //! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
 //! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
-//! `latency` (intervals and kept windows) -> [`recorder`] -> [`graph`] (function exits by return
-//! hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
+//! `latency` (intervals and kept windows) -> [`recorder`] -> `filter` (calls kept by depth
+//! and duration) -> [`graph`] (function exits by return hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
 //! here) -> [`capi`]. Nothing below imports this root.
 //!
 //! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled),
 //! `BOOTPROF_STACKTRACE="pattern,..."` (enabled, and each hit's record followed by its call
-//! stack), `BOOTPROF_MODE=trap|call` and `BOOTPROF_GRAPH=1` (record function exits, [`graph`])
-//! are read when the first table registers, before the
+//! stack), `BOOTPROF_MODE=trap|call`, `BOOTPROF_GRAPH=1` (record function exits, [`graph`]),
+//! `BOOTPROF_DEPTH=N` and `BOOTPROF_MIN_TIME=NANOSECONDS` (record only the outermost N levels of
+//! calls, only the calls that took that long: `filter`) are read when the first table registers, before the
 //! program's own constructors; they are ignored (with a note on stderr) in secure-execution mode. The runtime
 //! never writes to stdout.
 #![deny(missing_docs)]
@@ -30,6 +31,7 @@ pub mod capi;
 mod clock;
 mod counts;
 pub mod dispatch;
+mod filter;
 pub mod graph;
 pub(crate) mod latency;
 mod macros;

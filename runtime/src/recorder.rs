@@ -209,7 +209,8 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
     CURSOR.with(|c| {
         let (mut pos, mut end, mut base) = c.get();
         let mut delta = tsc.saturating_sub(base);
-        if pos + need > end || delta > MAX_DELTA {
+        // A record older than the chunk's base (an ENTER a filter held back) starts a chunk.
+        if pos + need > end || delta > MAX_DELTA || tsc < base {
             match next_chunk(tid, tsc, pos, end) {
                 Some((p, e)) => {
                     (pos, end, base, delta) = (p, e, tsc, 0);

@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 // More tests, in files of their own (the C programs they run are in `tests/runtime/`).
 #[path = "runtime/count.rs"]
 mod count;
+#[path = "runtime/filter.rs"]
+mod filter;
 #[path = "runtime/graph.rs"]
 mod graph;
 #[path = "runtime/latency.rs"]

@@ -69,6 +69,16 @@ enum Command {
         /// trace files, are not covered; a note on stderr says what is not.
         #[arg(long)]
         srcline: bool,
+        /// Keep only the calls of the outermost N levels of each thread (calls with EXITs:
+        /// -finstrument-functions, `bootprof run --graph`, annotated regions), as `bootprof run
+        /// --depth` does while recording; the report says how many calls it left out.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        depth: Option<u32>,
+        /// Keep only the calls that took at least this long (e.g. 1ms, 250us), as `bootprof run
+        /// --min-time` does while recording: a call shorter than that is left out, even inside
+        /// a call that is kept.
+        #[arg(long, value_name = "DURATION", value_parser = bootprof_report::run::parse_duration)]
+        min_time: Option<u64>,
         /// The session directory, lane file or trace file.
         file: PathBuf,
     },
@@ -124,6 +134,8 @@ fn main() {
             options: text,
             no_demangle,
             srcline,
+            depth,
+            min_time,
             file,
         } => {
             if text.is_some() && format != Format::Text {
@@ -135,6 +147,10 @@ fn main() {
                 text: text.unwrap_or_default(),
                 demangle: !no_demangle,
                 srcline,
+                filter: bootprof_report::filter::Filter {
+                    depth,
+                    min_ns: min_time,
+                },
                 ..Default::default()
             };
             if let Err(e) = bootprof_report::report(&file, format, output.as_deref(), &options) {

@@ -155,6 +155,13 @@ pub mod field {
     /// `u32` flags ([`super::FLAG_COUNTS`]); version [`super::LANE_VERSION`] on (zero in
     /// version 1).
     pub const FLAGS: usize = 144;
+    /// `u32` the call filter's depth (`BOOTPROF_DEPTH`: only the outermost this many levels of
+    /// calls per thread are recorded), 0 = none. Zero in lanes written before it.
+    pub const FILTER_DEPTH: usize = 148;
+    /// `u64` the call filter's shortest call, nanoseconds (`BOOTPROF_MIN_TIME`), 0 = none.
+    pub const FILTER_MIN_NS: usize = 152;
+    /// `u64` calls the filter left out (their ENTER and EXIT records not written).
+    pub const FILTERED: usize = 160;
     /// `[u8; 64]` file name of the parent's lane in the session, NUL-padded (after `fork`).
     pub const PARENT_LANE: usize = 192;
     /// `[u8; ...]` the executable's path, then its command line (NUL-separated), to the end of
@@ -259,6 +266,12 @@ pub struct LaneHeader {
     pub boot_id: [u8; 16],
     /// See [`field::FLAGS`].
     pub flags: u32,
+    /// See [`field::FILTER_DEPTH`].
+    pub filter_depth: u32,
+    /// See [`field::FILTER_MIN_NS`].
+    pub filter_min_ns: u64,
+    /// See [`field::FILTERED`].
+    pub filtered: u64,
 }
 
 impl LaneHeader {
@@ -303,6 +316,9 @@ impl LaneHeader {
             } else {
                 u32_at(b, field::FLAGS)
             },
+            filter_depth: u32_at(b, field::FILTER_DEPTH),
+            filter_min_ns: u64_at(b, field::FILTER_MIN_NS),
+            filtered: u64_at(b, field::FILTERED),
         })
     }
 }

@@ -10,6 +10,11 @@
 //! ],"displayTimeUnit":"ns"}
 //! ```
 //!
+//! A frame of a function with entries only (`-pg`/`-mfentry` code recorded without `bootprof
+//! run --graph`) is named `name (inferred)`: its end was inferred. The trace's `otherData` holds
+//! `bootprof_notes` when something of the kind is to be said (functions with entries only, a
+//! report-time filter), and `bootprof_not_shown`, what the processes lost.
+//!
 //! Frames are B/E pairs on their thread, in the order the [`timeline`](crate::timeline) opens
 //! and closes them, so they balance per thread: an EXIT without its ENTER is dropped, frames
 //! open at the end close at the last record's time. Waits are frames of category `wait`, blame
@@ -85,14 +90,23 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
             t % 1000
         )?;
     }
-    match m.trace.losses() {
-        // Shown by Perfetto and chrome://tracing as the trace's metadata.
-        Some(losses) => writeln!(
+    // Shown by Perfetto and chrome://tracing as the trace's metadata.
+    let mut other = serde_json::Map::new();
+    if let Some(losses) = m.trace.losses() {
+        other.insert("bootprof_not_shown".into(), losses.into());
+    }
+    let caveats = m.caveats();
+    if !caveats.is_empty() {
+        other.insert("bootprof_notes".into(), caveats.join("; ").into());
+    }
+    if other.is_empty() {
+        writeln!(sink.out, "\n],\"displayTimeUnit\":\"ns\"}}")?;
+    } else {
+        writeln!(
             sink.out,
-            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"bootprof_not_shown\":{}}}}}",
-            serde_json::to_string(&losses).map_err(io::Error::other)?
-        )?,
-        None => writeln!(sink.out, "\n],\"displayTimeUnit\":\"ns\"}}")?,
+            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{}}}",
+            serde_json::Value::Object(other)
+        )?;
     }
     sink.dest.write_all(&sink.out)
 }
@@ -113,7 +127,12 @@ impl Chrome<'_, '_> {
             self.out.clear();
         }
         write!(self.out, ",\n{{\"name\":")?;
-        json_string(&mut self.out, self.m.text(name))?;
+        let name = if cat == "function" {
+            self.m.frame_label(name)
+        } else {
+            self.m.text(name).into()
+        };
+        json_string(&mut self.out, &name)?;
         write!(
             self.out,
             ",\"cat\":\"{cat}\",\"ph\":\"{ph}\",\"pid\":{},\"tid\":{},\"ts\":{}.{:03}",

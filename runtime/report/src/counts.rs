@@ -157,6 +157,8 @@ mod tests {
             overwritten: 0,
             damaged: 0,
             cut_bytes: 0,
+            filter: Default::default(),
+            filtered: 0,
             counts,
             latency: None,
         }

@@ -7,6 +7,11 @@
 //! name, duration and start in milliseconds, and a label when it is wide enough for one. A time
 //! axis with gridlines runs along the top.
 //!
+//! A frame of a function with entries only (`-pg`/`-mfentry` code recorded without `bootprof
+//! run --graph`) is labelled `name (inferred)`, and the caption says why: when it returned was
+//! inferred from later calls. A frame's tooltip says when its end is not an EXIT: `its return
+//! inferred`, or `still open at the end of its thread`.
+//!
 //! Frames narrower than [`MIN_WIDTH`] pixels are not drawn (nor kept: their callees are
 //! narrower still), so the SVG stays small whatever the length of the trace.
 //!
@@ -67,6 +72,8 @@ struct Span {
     mirrored: bool,
     /// A frame of a recorded stack (drawn [`HIT_WIDTH`] wide at `start`).
     hit: bool,
+    /// How it closed.
+    how: Closed,
 }
 
 struct Collect {
@@ -95,6 +102,7 @@ impl Sink for Collect {
                 kind: FrameKind::Function,
                 mirrored: false,
                 hit: true,
+                how: Closed::Exit,
             });
         }
         Ok(())
@@ -106,7 +114,7 @@ impl Sink for Collect {
         below: &[Frame],
         frame: &Frame,
         end: u64,
-        _how: Closed,
+        how: Closed,
     ) -> io::Result<()> {
         if (end.saturating_sub(frame.start)) as f64 * self.scale >= MIN_WIDTH {
             self.lanes[lane].push(Span {
@@ -117,6 +125,7 @@ impl Sink for Collect {
                 kind: frame.kind,
                 mirrored: frame.mirrored,
                 hit: false,
+                how,
             });
         }
         Ok(())
@@ -293,10 +302,28 @@ fn titles(out: &mut dyn Write, m: &Model, width: f64, zero: u64, total: u64) -> 
             m.trace
                 .losses()
                 .map_or(String::new(), |l| format!(". Not shown: {l}"))
+                + &caption_notes(m)
         ),
     )?;
     writeln!(out, "</text>")?;
     Ok(())
+}
+
+/// What the caption adds of how the frames were made: that frames marked (inferred) are of
+/// functions with entries only, that a report-time filter left calls out.
+fn caption_notes(m: &Model) -> String {
+    let mut notes = String::new();
+    if m.entry_only_functions() > 0 {
+        notes.push_str(
+            ". Frames marked (inferred): functions recorded without --graph, their returns \
+             inferred from later calls",
+        );
+    }
+    if let Some(filter) = m.filter_note() {
+        notes.push_str(". ");
+        notes.push_str(&filter);
+    }
+    notes
 }
 
 /// The bands of the chart, each a list of lanes: one per thread; in a session of several
@@ -432,7 +459,13 @@ fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> i
     let w = on_grid(s.end) - x;
     let w = if s.hit { w.max(HIT_WIDTH) } else { w };
     let y = bottom - f64::from(s.depth + 1) * ROW;
-    let name = m.text(s.name);
+    // A recorded stack's frames are unwound, not inferred.
+    let name = if s.hit {
+        m.text(s.name).into()
+    } else {
+        m.frame_label(s.name)
+    };
+    let name = &*name;
     let class = if s.hit { "f h" } else { "f" };
     write!(out, "<g class=\"{class}\"><title>")?;
     escape(out, name)?;
@@ -448,6 +481,11 @@ fn frame(out: &mut dyn Write, m: &Model, s: &Span, bottom: f64, scale: f64) -> i
     }
     if s.mirrored {
         out.write_all(b", copied from the thread blamed for this wait")?;
+    }
+    match (s.hit, s.how) {
+        (false, Closed::Inferred) => out.write_all(b", its return inferred")?,
+        (false, Closed::End) => out.write_all(b", still open at the end of its thread")?,
+        _ => {}
     }
     write!(
         out,

@@ -10,6 +10,11 @@
 //! `wait:<what> (blamed on <thread>)` (see [`holds`](crate::holds)). Frame names have `;` turned
 //! into `:` and line breaks into spaces, so every line splits back the same way.
 //!
+//! A frame of a function with entries only (`-pg`/`-mfentry` code recorded without `bootprof
+//! run --graph`) is named with ` (inferred)` after the function, `main;run (inferred);parse
+//! (inferred) 1200`: when it returned, so its time and the frames above it, were inferred (see
+//! [`timeline`]). The frames of a recorded stack are unwound, not inferred: never marked. A folded line has no room for a comment: `bootprof report` says so on stderr.
+//!
 //! A hit whose call stack was recorded (`bootprof run --stacktrace`) adds to the line of its own
 //! path under the thread: the functions of its stack, outermost first, from the outermost one
 //! that is instrumented (`[unknown]` for an address between them that no instrumented function
@@ -26,7 +31,7 @@ use std::io::{self, Write};
 pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
     let tree = stacks(m)?;
     let mut lines: Vec<(String, u64)> = Vec::new();
-    let mut path: Vec<NameId> = Vec::new();
+    let mut path: Vec<(NameId, bool)> = Vec::new();
     for (node, &value) in tree.value.iter().enumerate() {
         if value == 0 {
             continue;
@@ -34,16 +39,21 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
         path.clear();
         let mut n = node as u32;
         while n != ROOT {
-            let (parent, name) = tree.nodes[n as usize];
-            path.push(name);
+            let (parent, name, inferred) = tree.nodes[n as usize];
+            path.push((name, inferred));
             n = parent;
         }
         let mut line = String::new();
-        for (i, &name) in path.iter().rev().enumerate() {
+        for (i, &(name, inferred)) in path.iter().rev().enumerate() {
             if i > 0 {
                 line.push(';');
             }
-            line.extend(m.text(name).chars().map(|c| match c {
+            let text = if inferred {
+                m.frame_label(name)
+            } else {
+                m.text(name).into()
+            };
+            line.extend(text.chars().map(|c| match c {
                 ';' => ':',
                 '\n' | '\r' => ' ',
                 c => c,
@@ -60,15 +70,17 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
 
 const ROOT: u32 = u32::MAX;
 
-/// The stacks as a tree: node -> (parent, name), and each node's self time.
+/// The stacks as a tree: node -> (parent, name, whether the frame is inferred: a function with
+/// entries only, as the timeline shows it, not in a recorded stack), and each node's self time.
 pub struct Tree {
-    nodes: Vec<(u32, NameId)>,
+    nodes: Vec<(u32, NameId, bool)>,
     value: Vec<u64>,
 }
 
 /// The tree of every stack of `m`, with self times.
 pub fn stacks(m: &Model) -> io::Result<Tree> {
     let mut sink = Folder {
+        m,
         tree: Tree {
             nodes: Vec::new(),
             value: Vec::new(),
@@ -81,38 +93,43 @@ pub fn stacks(m: &Model) -> io::Result<Tree> {
         // A session's stacks start with their process (`exe-pid`), then the thread.
         let under = match lane.process_label {
             crate::model::NO_NAME => ROOT,
-            process => sink.child(ROOT, process),
+            process => sink.child(ROOT, process, false),
         };
-        let root = sink.child(under, lane.label);
+        let root = sink.child(under, lane.label, false);
         sink.roots.push(root);
     }
     timeline::walk(m, &mut sink)?;
     Ok(sink.tree)
 }
 
-struct Folder {
+struct Folder<'a, 'm> {
+    m: &'a Model<'m>,
     tree: Tree,
-    children: HashMap<(u32, NameId), u32>,
+    children: HashMap<(u32, NameId, bool), u32>,
     /// Per lane, the node of each open frame.
     lanes: Vec<Vec<u32>>,
     roots: Vec<u32>,
 }
 
-impl Folder {
-    fn child(&mut self, parent: u32, name: NameId) -> u32 {
+impl Folder<'_, '_> {
+    fn child(&mut self, parent: u32, name: NameId, inferred: bool) -> u32 {
         let tree = &mut self.tree;
-        *self.children.entry((parent, name)).or_insert_with(|| {
-            tree.nodes.push((parent, name));
-            tree.value.push(0);
-            tree.nodes.len() as u32 - 1
-        })
+        *self
+            .children
+            .entry((parent, name, inferred))
+            .or_insert_with(|| {
+                tree.nodes.push((parent, name, inferred));
+                tree.value.push(0);
+                tree.nodes.len() as u32 - 1
+            })
     }
 }
 
-impl Sink for Folder {
+impl Sink for Folder<'_, '_> {
     fn open(&mut self, lane: usize, _below: &[Frame], frame: &Frame) -> io::Result<()> {
         let parent = self.lanes[lane].last().copied().unwrap_or(self.roots[lane]);
-        let node = self.child(parent, frame.name);
+        let inferred = self.m.entry_only(frame.name);
+        let node = self.child(parent, frame.name, inferred);
         self.lanes[lane].push(node);
         Ok(())
     }
@@ -120,7 +137,7 @@ impl Sink for Folder {
     fn stack(&mut self, lane: usize, stack: &Stack, _t: u64) -> io::Result<()> {
         let mut node = self.roots[lane];
         for &name in stack.path {
-            node = self.child(node, name);
+            node = self.child(node, name, false);
         }
         let value = &mut self.tree.value[node as usize];
         *value = value.saturating_add(1);

@@ -24,6 +24,7 @@
 pub mod chrome;
 pub mod counts;
 pub mod error;
+pub mod filter;
 pub mod flamechart;
 pub mod folded;
 pub mod holds;
@@ -111,6 +112,9 @@ pub struct Options {
     /// Text, summary and points: show the source file:line of each function, probe and frame
     /// (see [`srcline`]).
     pub srcline: bool,
+    /// Leave out the calls deeper or shorter than this (`--depth`, `--min-time`; see
+    /// [`filter`]).
+    pub filter: filter::Filter,
 }
 
 impl Format {
@@ -129,6 +133,7 @@ impl Default for Options {
             text: text::TextOptions::default(),
             demangle: true,
             srcline: false,
+            filter: filter::Filter::default(),
         }
     }
 }
@@ -153,16 +158,29 @@ pub fn write_report_with(
     sources: Option<srcline::SourceLines>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    write_report_noting(trace, format, options, sources, out).map(drop)
+}
+
+/// [`write_report_with`], returning what the report says of how its frames were made
+/// ([`model::Model::caveats`]), for the formats that have no room to say it.
+pub fn write_report_noting(
+    trace: &Trace,
+    format: Format,
+    options: &Options,
+    sources: Option<srcline::SourceLines>,
+    out: &mut dyn Write,
+) -> std::io::Result<Vec<String>> {
     if format == Format::Counts {
         // Counts, not records: nothing to model.
-        return counts::write(trace, out);
+        return counts::write(trace, out).map(|()| Vec::new());
     }
     let mut model = model::Model::new(trace);
     if let Some(sources) = sources.filter(|_| format.shows_srcline()) {
         model.set_sources(sources);
     }
+    model.filter(options.filter);
     holds::blame(&mut model);
-    match format {
+    let written = match format {
         Format::Text => text::write_with(&model, &options.text, out),
         Format::Chrome => chrome::write(&model, out),
         Format::Folded => folded::write(&model, out),
@@ -172,7 +190,8 @@ pub fn write_report_with(
         Format::Latency => latency::write(&model, out),
         Format::Perfetto => perfetto::write(&model, out),
         Format::Counts => counts::write(trace, out),
-    }
+    };
+    written.map(|()| model.caveats())
 }
 
 /// `bootprof report`: reads `input`, writes `format` to `output` (atomically: a temporary file
@@ -220,7 +239,13 @@ pub fn report(
     // Called once, by one of the two arms below. Records that could not be read back as they
     // were checked make the report an error (its file is then not written).
     let write = |out: &mut dyn Write| {
-        write_report_with(&trace, format, options, sources, out)?;
+        let caveats = write_report_noting(&trace, format, options, sources, out)?;
+        if format == Format::Folded {
+            // A folded line has no room for them.
+            for caveat in caveats {
+                eprintln!("bootprof: note: {}: {caveat}", input.display());
+            }
+        }
         match trace.records.failure() {
             Some(what) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what)),
             None => Ok(()),
@@ -344,7 +369,9 @@ mod tests {
         );
         assert_eq!(
             report(Format::Folded),
-            "t;main 1000\nt;main;f 3000\nt;main;f;app:hit 1\n"
+            // Recorded without --graph: main and f have entries only; the recorded stack's
+            // frames are unwound, not inferred.
+            "t;main (inferred) 1000\nt;main (inferred);f (inferred) 3000\nt;main;f;app:hit 1\n"
         );
         let chrome = report(Format::Chrome);
         assert!(
@@ -368,6 +395,108 @@ mod tests {
             let mut out = Vec::new();
             write_report(&trace, format, &Options::default(), &mut out).unwrap();
         }
+    }
+
+    /// A report-time filter leaves out the calls deeper than --depth and those shorter than
+    /// --min-time, even inside a kept call, and every format says so; the frames of a function
+    /// with entries only are marked, counted and not timed.
+    #[test]
+    fn filters_and_entries_only_in_the_reports() {
+        let mut b = TraceBuilder::new(1, 1_000_000_000, 0);
+        let mut sites = Vec::new();
+        for (i, f) in ["main", "slow", "quick"].into_iter().enumerate() {
+            let at = 0x1000 * (i as u64 + 1);
+            let enter = b.site(Kind::CygEnter, "", "__cyg_profile_func_enter", f, at, 4);
+            let exit = b.site(Kind::CygExit, "", "__cyg_profile_func_exit", f, at + 8, 12);
+            sites.push((enter, exit));
+        }
+        let hook = b.site(Kind::Fentry, "", "__fentry__", "hooked", 0x9000, 0);
+        b.thread(1, Some("t"));
+        let [(main, main_x), (slow, slow_x), (quick, quick_x)] = sites[..] else {
+            unreachable!()
+        };
+        for (tsc, kind, site) in [
+            (0, K::Enter, main),
+            (1_000, K::Enter, quick),
+            (2_000, K::Exit, quick_x),
+            (3_000, K::Enter, slow),
+            (4_000, K::Enter, quick),
+            (4_500, K::Exit, quick_x),
+            (9_000, K::Exit, slow_x),
+            (10_000, K::Exit, main_x),
+        ] {
+            b.record(tsc, 1, kind, site, 0);
+        }
+        b.record(11_000, 1, K::Enter, hook, 0x1010);
+        b.record(12_000, 1, K::Enter, hook, 0x9010);
+        let trace = parse_trace(&b.bytes(), "t").unwrap();
+        let report = |format, depth, min_ns| {
+            let options = Options {
+                filter: filter::Filter { depth, min_ns },
+                ..Options::default()
+            };
+            let mut out = Vec::new();
+            write_report(&trace, format, &options, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            report(Format::Folded, None, Some(1_500)),
+            "t;hooked (inferred) 1000\nt;main 4000\nt;main;slow 6000\n"
+        );
+        assert_eq!(
+            report(Format::Folded, Some(1), None),
+            "t;hooked (inferred) 1000\nt;main 10000\n"
+        );
+        let text = report(Format::Text, Some(2), Some(1_500));
+        let entries = "# note: 1 function has entries only (-pg/-mfentry hooks recorded without \
+                       `bootprof run --graph`): when it returned is inferred from later calls, \
+                       so its durations and stacks are estimates, marked (inferred)\n";
+        let filtered =
+            "# note: filtered at report time (--depth 2 --min-time 1500ns): 2 calls left out\n";
+        assert!(text.contains(&format!("{entries}{filtered}")), "{text}");
+        let body: Vec<&str> = (text.lines())
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_once(": ").unwrap().1)
+            .collect();
+        assert_eq!(
+            body,
+            [
+                "main",
+                "slow",
+                "EXIT slow",
+                "EXIT main",
+                "hooked <-main",
+                "hooked <-hooked"
+            ]
+        );
+        let chrome = report(Format::Chrome, Some(2), Some(1_500));
+        assert!(
+            chrome.contains("\"bootprof_notes\":\"1 function has entries only")
+                && chrome.contains("; filtered at report time (--depth 2 --min-time 1500ns)")
+                && chrome.contains("{\"name\":\"hooked (inferred)\",\"cat\":\"function\""),
+            "{chrome}"
+        );
+        let points = report(Format::Points, None, None);
+        let hooked = points.lines().find(|l| l.starts_with("hooked ")).unwrap();
+        assert_eq!(
+            hooked.split_whitespace().collect::<Vec<_>>(),
+            ["hooked", "2", "-", "-", "-", "-"]
+        );
+        let summary = report(Format::Summary, None, None);
+        assert!(
+            summary.contains(
+                "top 20 functions with entries only, by calls (no EXIT recorded: their times \
+                 are not measured; `bootprof run --graph` measures them)\n       calls  name\n\
+                 \u{20}          2  hooked\n"
+            ),
+            "{summary}"
+        );
+        let svg = report(Format::Flamechart, None, None);
+        assert!(
+            svg.contains(">hooked (inferred) (0.001 ms, from 0.011 ms, still open at the end of its thread)<")
+                && svg.contains("Frames marked (inferred): functions recorded without --graph"),
+            "{svg}"
+        );
     }
 
     /// Times that do not fit in u64 nanoseconds (a TSC rate of 1 Hz, TSCs of 2^62): two threads

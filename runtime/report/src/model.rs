@@ -73,6 +73,10 @@ pub struct Model<'t> {
     site_hook: Vec<bool>,
     /// Per name: whether some EXIT record ends a region of that name.
     has_exit: Vec<bool>,
+    /// Per name: whether a function hook's ENTER record opens a frame of that name.
+    hook_enter: Vec<bool>,
+    /// Records left out by a report-time filter ([`Model::filter`]), by index, and what it said.
+    filtered: Option<crate::filter::Filtered>,
     /// Process, start address and name of every function that holds a site, sorted.
     functions: Vec<(usize, u64, NameId)>,
     no_site: NameId,
@@ -144,6 +148,11 @@ pub struct Holds {
     pub blames: Vec<Blame>,
 }
 
+/// What follows the name of a frame of a function with entries only (see
+/// [`Model::frame_label`]): its return, and so its duration and what it is nested in, were
+/// inferred.
+pub const INFERRED: &str = " (inferred)";
+
 /// No name.
 pub const NO_NAME: NameId = NameId::MAX;
 
@@ -165,6 +174,8 @@ impl<'t> Model<'t> {
             site_wait: vec![NO_NAME; trace.sites.len()],
             site_hook: trace.sites.iter().map(|s| s.kind.is_hook()).collect(),
             has_exit: Vec::new(),
+            hook_enter: Vec::new(),
+            filtered: None,
             functions: Vec::new(),
             no_site: 0,
             unknown: 0,
@@ -246,11 +257,12 @@ impl<'t> Model<'t> {
             m.lanes[lane].last_ns = m.ns(r.tsc);
             match r.kind {
                 RecordKind::Exit => {
-                    let n = m.name(&r) as usize;
-                    if m.has_exit.len() <= n {
-                        m.has_exit.resize(n + 1, false);
-                    }
-                    m.has_exit[n] = true;
+                    let name = m.name(&r);
+                    set(&mut m.has_exit, name);
+                }
+                RecordKind::Enter if m.is_hook(&r) => {
+                    let name = m.name(&r);
+                    set(&mut m.hook_enter, name);
                 }
                 RecordKind::Thread if r.site != NO_SITE => {
                     let name = &trace.sites[r.site as usize].name;
@@ -395,6 +407,92 @@ impl<'t> Model<'t> {
         self.has_exit.get(name as usize).copied().unwrap_or(false)
     }
 
+    /// Whether frames named `name` are of a function hook's ENTERs and no EXIT ends any of them
+    /// (a `-pg`/`-mfentry` function recorded without `--graph`): when they returned is
+    /// inferred (see [`crate::timeline`]), so their durations and the frames they are shown
+    /// nested in are estimates.
+    pub fn entry_only(&self, name: NameId) -> bool {
+        self.hook_enter.get(name as usize).copied().unwrap_or(false) && !self.has_exit(name)
+    }
+
+    /// The name a frame of `name` shows in the formats that draw frames: its text, followed by
+    /// [`INFERRED`] for a function with entries only.
+    pub fn frame_label(&self, name: NameId) -> std::borrow::Cow<'_, str> {
+        if self.entry_only(name) {
+            format!("{}{INFERRED}", self.text(name)).into()
+        } else {
+            self.text(name).into()
+        }
+    }
+
+    /// How many functions have entries only ([`Model::entry_only`]).
+    pub fn entry_only_functions(&self) -> usize {
+        (0..self.hook_enter.len() as NameId)
+            .filter(|&n| self.entry_only(n))
+            .count()
+    }
+
+    /// What a report must say of how its frames were made, one sentence each: that some
+    /// functions have entries only (their returns inferred), that a report-time filter left
+    /// calls out. Empty for a trace whose frames are all measured and complete (what the
+    /// processes themselves lost or filtered is in [`Trace::losses`]).
+    pub fn caveats(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let n = self.entry_only_functions();
+        if n > 0 {
+            lines.push(format!(
+                "{n} function{} ha{} entries only (-pg/-mfentry hooks recorded without \
+                 `bootprof run --graph`): when {} returned is inferred from later calls, so \
+                 {} durations and stacks are estimates, marked (inferred)",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "ve" },
+                if n == 1 { "it" } else { "they" },
+                if n == 1 { "its" } else { "their" },
+            ));
+        }
+        lines.extend(self.filter_note());
+        lines
+    }
+
+    /// What a report-time filter left out, if one was applied.
+    pub fn filter_note(&self) -> Option<String> {
+        self.filtered
+            .as_ref()
+            .map(crate::filter::Filtered::describe)
+    }
+
+    /// Leaves out, from every format, the calls `filter` drops (`bootprof report --depth
+    /// --min-time`; see [`crate::filter`]).
+    pub fn filter(&mut self, filter: crate::filter::Filter) {
+        if !filter.is_some() {
+            return;
+        }
+        let records = &self.trace.records;
+        let mut calls = crate::filter::Calls::new(filter, records.len(), self.lanes.len());
+        for (i, r) in records.iter().enumerate() {
+            if !matches!(r.kind, RecordKind::Enter | RecordKind::Exit) {
+                continue;
+            }
+            let name = self.name(&r);
+            if !self.has_exit(name) {
+                continue;
+            }
+            let (lane, t) = (self.lane(r.tid), self.ns(r.tsc));
+            if r.kind == RecordKind::Enter {
+                calls.enter(lane, i, name, t);
+            } else {
+                calls.exit(lane, i, name, t);
+            }
+        }
+        self.filtered = Some(calls.finish());
+    }
+
+    /// Whether record `index` was left out by the report-time filter.
+    #[inline]
+    pub fn left_out(&self, index: usize) -> bool {
+        self.filtered.as_ref().is_some_and(|f| f.contains(index))
+    }
+
     /// The lane of thread `tid` (every tid of a record has one).
     pub fn lane(&self, tid: u32) -> usize {
         self.lane_of[&tid]
@@ -504,6 +602,15 @@ impl<'t> Model<'t> {
     pub fn many_processes(&self) -> bool {
         self.trace.processes.len() > 1
     }
+}
+
+/// Marks `name` in a per-name list of flags.
+fn set(flags: &mut Vec<bool>, name: NameId) {
+    let n = name as usize;
+    if flags.len() <= n {
+        flags.resize(n + 1, false);
+    }
+    flags[n] = true;
 }
 
 /// `ns` as `seconds.microseconds`.

@@ -17,7 +17,10 @@
 //!   argument as the annotation `arg`); a call stack recorded at a hit as an instant named after
 //!   the hit, its frames in the annotation `stack`, innermost first; where each process ended (a
 //!   crash, in a single process's trace) as an instant on the process's track; what the trace
-//!   lost, if anything, as an instant on the global track at time zero.
+//!   lost, if anything, as an instant on the global track at time zero (`records not shown`),
+//!   and what the report must say of how its frames were made (functions with entries only, a
+//!   report-time filter) as another (`bootprof notes`).
+//! * A frame of a function with entries only is named `name (inferred)`, as in the Chrome JSON.
 //! * A blamed wait: the blame slice names the holder and the hold in annotations (`holder`,
 //!   `holder_tid`, `holder_pid`, `held_since_ns`, `released_at_ns`) and starts a flow (id: the
 //!   blame's index + 1) that ends at the holder's RELEASE: the arrow from the wait to the release
@@ -269,7 +272,7 @@ impl Perfetto<'_, '_> {
                 interned_data = Some(InternedData {
                     event_names: vec![Interned {
                         iid: Some(slot as u64 + 1),
-                        name: Some(self.m.text(name).to_string()),
+                        name: Some(self.m.frame_label(name).into_owned()),
                     }],
                     ..Default::default()
                 });
@@ -357,11 +360,21 @@ impl Perfetto<'_, '_> {
         Ok(())
     }
 
-    /// What the trace lost, if anything: an instant on the global track at time zero.
+    /// What the trace lost, if anything, and what the report must say of how its frames were
+    /// made ([`Model::caveats`]): an instant each on the global track at time zero.
     fn losses(&mut self) -> io::Result<()> {
-        let Some(losses) = self.m.trace.losses() else {
-            return Ok(());
-        };
+        if let Some(losses) = self.m.trace.losses() {
+            self.global_note("records not shown", losses)?;
+        }
+        let caveats = self.m.caveats();
+        if !caveats.is_empty() {
+            self.global_note("bootprof notes", caveats.join("; "))?;
+        }
+        Ok(())
+    }
+
+    /// An instant named `name` on the global track at time zero, saying `what`.
+    fn global_note(&mut self, name: &str, what: String) -> io::Result<()> {
         let mut packet = TracePacket {
             timestamp: Some(0),
             trusted_packet_sequence_id: Some(SEQUENCE),
@@ -369,12 +382,12 @@ impl Perfetto<'_, '_> {
             track_event: Some(TrackEvent {
                 category_iids: vec![Category::Bootprof as u64],
                 r#type: Some(TYPE_INSTANT),
-                debug_annotations: vec![annotation(Annotation::What).text(losses)],
+                debug_annotations: vec![annotation(Annotation::What).text(what)],
                 ..Default::default()
             }),
             ..Default::default()
         };
-        self.own_name(&mut packet, "records not shown".into());
+        self.own_name(&mut packet, name.into());
         self.emit(&packet)
     }
 }
@@ -601,12 +614,16 @@ mod tests {
         assert_eq!(
             seen,
             [
-                "1000 function main ",
+                // Recorded without --graph: main has entries only.
+                "1000 function main (inferred) ",
                 "3000 stack app:hit main+0x20 0x7f0000000000",
                 "3000 event app:hit 9",
                 "4000 wait ? ",
                 "5000 event app:hit 10",
                 "0 bootprof records not shown 5 records were dropped (the recording buffer was full)",
+                "0 bootprof bootprof notes 1 function has entries only (-pg/-mfentry hooks \
+                 recorded without `bootprof run --graph`): when it returned is inferred from \
+                 later calls, so its durations and stacks are estimates, marked (inferred)",
             ]
         );
     }

@@ -11,6 +11,10 @@
 //! With `--srcline`, a last column, `source`, gives the `file:line` of each region (a function's
 //! first line; an annotation's own), `-` when it is not known.
 //!
+//! A function with entries only (`-pg`/`-mfentry` code recorded without `bootprof run --graph`:
+//! [`Model::entry_only`]) shows how many times it was entered and `-` for the times, which are
+//! not measured; a note after the table says so.
+//!
 //! A run counts when its frame closed by its own EXIT or was seen to have returned (see
 //! [`timeline`](crate::timeline)); frames still open when the trace ends are left out, as are
 //! waits and the copies of blamed threads' frames. A session of several processes gets a table
@@ -45,10 +49,10 @@ pub type ByProcess = HashMap<Option<usize>, Vec<(NameId, Point)>>;
 /// The points of `m` in total (key `None`) and, for a session, per process (key: its index),
 /// each list sorted by total time (longest first, then by name).
 pub fn points_by_process(m: &Model) -> io::Result<ByProcess> {
-    let mut sink = Points(HashMap::new());
+    let mut sink = Points(m, HashMap::new());
     timeline::walk(m, &mut sink)?;
     let mut by: HashMap<Option<usize>, HashMap<NameId, Point>> = HashMap::new();
-    for ((lane, name), p) in sink.0 {
+    for ((lane, name), p) in sink.1 {
         let process = m.lanes[lane].process;
         let keys = if m.many_processes() {
             vec![None, process]
@@ -92,6 +96,9 @@ pub fn write(m: &Model, out: &mut dyn Write) -> io::Result<()> {
     if let Some(losses) = m.trace.losses() {
         writeln!(out, "not counted: {losses}")?;
     }
+    for caveat in m.caveats() {
+        writeln!(out, "note: {caveat}")?;
+    }
     Ok(())
 }
 
@@ -134,6 +141,21 @@ fn table(m: &Model, points: &[(NameId, Point)], out: &mut dyn Write) -> io::Resu
     );
     writeln!(out, "{line}")?;
     for (name, p) in points {
+        if m.entry_only(*name) {
+            // Calls whose returns were inferred: counted, not timed.
+            writeln!(
+                out,
+                "{:<width$} {:>10} {:>14} {:>13} {:>13} {:>13}{}",
+                m.text(*name),
+                p.count,
+                "-",
+                "-",
+                "-",
+                "-",
+                source(m.name_source(*name).unwrap_or("-"))
+            )?;
+            continue;
+        }
         writeln!(
             out,
             "{:<width$} {:>10} {:>7}.{:06} {:>13} {:>13} {:>13}{}",
@@ -160,9 +182,9 @@ impl Point {
 }
 
 /// Per (lane, name).
-struct Points(HashMap<(usize, NameId), Point>);
+struct Points<'a, 'm>(&'a Model<'m>, HashMap<(usize, NameId), Point>);
 
-impl Sink for Points {
+impl Sink for Points<'_, '_> {
     fn close(
         &mut self,
         lane: usize,
@@ -171,11 +193,22 @@ impl Sink for Points {
         end: u64,
         how: Closed,
     ) -> io::Result<()> {
-        if frame.kind != FrameKind::Function || frame.mirrored || how == Closed::End {
+        if frame.kind != FrameKind::Function || frame.mirrored {
+            return Ok(());
+        }
+        if self.0.entry_only(frame.name) {
+            // Every call counts; none is timed.
+            self.1
+                .entry((lane, frame.name))
+                .or_insert(Point::EMPTY)
+                .count += 1;
+            return Ok(());
+        }
+        if how == Closed::End {
             return Ok(());
         }
         let d = end.saturating_sub(frame.start);
-        let p = self.0.entry((lane, frame.name)).or_insert(Point::EMPTY);
+        let p = self.1.entry((lane, frame.name)).or_insert(Point::EMPTY);
         p.count += 1;
         p.total = p.total.saturating_add(d);
         p.min = p.min.min(d);

@@ -42,6 +42,10 @@ pub struct Process {
     pub latency: Option<crate::intervals::Latency>,
     /// The hit counts it wrote, if it counted hits (`bootprof run --count`).
     pub counts: Counts,
+    /// The call filter it recorded with (`bootprof run --depth --min-time`), if any.
+    pub filter: crate::filter::Filter,
+    /// Calls the filter left out.
+    pub filtered: u64,
 }
 
 /// What a process's lane says of its hit counts.
@@ -135,8 +139,9 @@ impl Process {
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
-    /// What a report says of the process besides its ending: its losses, and, when it measured
-    /// intervals, that only the kept windows' records are there.
+    /// What a report says of the process besides its ending: its losses; when it measured
+    /// intervals, that only the kept windows' records are there; when it recorded with a call
+    /// filter, how many calls that left out.
     pub fn notes(&self) -> Option<String> {
         let kept = self.latency.as_ref().map(|l| {
             format!(
@@ -146,7 +151,17 @@ impl Process {
                 l.count
             )
         });
-        let parts: Vec<String> = self.losses().into_iter().chain(kept).collect();
+        let filtered = self.filter.is_some().then(|| {
+            format!(
+                "{} calls left out by its filter ({})",
+                self.filtered,
+                self.filter.options()
+            )
+        });
+        let parts: Vec<String> = (self.losses().into_iter())
+            .chain(kept)
+            .chain(filtered)
+            .collect();
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }

@@ -2,7 +2,7 @@
 //! directory, see `bootprof_format::lane`), starts the program with the runtime's environment
 //! (`BOOTPROF_SESSION`, `BOOTPROF_ENABLE`, `BOOTPROF_NOTRACE`, `BOOTPROF_STACKTRACE`,
 //! `BOOTPROF_MODE`, `BOOTPROF_KEEP`, `BOOTPROF_BUFFER`, `BOOTPROF_POINTS`, `BOOTPROF_GRAPH`,
-//! `BOOTPROF_COUNT`, `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
+//! `BOOTPROF_DEPTH`, `BOOTPROF_MIN_TIME`, `BOOTPROF_COUNT`, `BOOTPROF_LATENCY`), which every process of its tree that carries the runtime inherits, waits
 //! for it as the tree's subreaper (writing how each process it reaps ended into its lane), and
 //! hands on its exit code and the session (with `--count`, after printing the hit counts its
 //! processes wrote). Then it says what went wrong, if something did: why no process recorded
@@ -82,6 +82,17 @@ pub struct RunOptions {
     /// (as uftrace does), so the reports show real durations instead of estimates.
     #[arg(long, conflicts_with = "count")]
     pub graph: bool,
+    /// Record only the outermost N levels of calls of each thread (calls whose exits are
+    /// recorded: with --graph, -finstrument-functions, annotated regions); the calls left out
+    /// are counted, and the report says so.
+    #[arg(long, value_name = "N", conflicts_with = "count",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub depth: Option<u32>,
+    /// Record only the calls that took at least this long (e.g. 1ms, 250us): a call's ENTER is
+    /// held back until its EXIT says how long it took; a call shorter than that is left out,
+    /// even inside a call that is kept. Same calls as --depth.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "count")]
+    pub min_time: Option<u64>,
     /// The session directory to create (it must not exist); default `bootprof.<pid>.session`.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -284,6 +295,12 @@ fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
     );
     set(cmd, "BOOTPROF_POINTS", options.points.then(|| "1".into()));
     set(cmd, "BOOTPROF_GRAPH", options.graph.then(|| "1".into()));
+    set(cmd, "BOOTPROF_DEPTH", options.depth.map(|d| d.to_string()));
+    set(
+        cmd,
+        "BOOTPROF_MIN_TIME",
+        options.min_time.map(|ns| ns.to_string()),
+    );
     let latency = options.latency.is_some();
     let windows = options
         .latency_windows

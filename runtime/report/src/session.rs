@@ -193,6 +193,11 @@ fn lane_of_bytes<'a>(
             cut_bytes,
             latency: None,
             counts: Counts::Off,
+            filter: crate::filter::Filter {
+                depth: (header.filter_depth != 0).then_some(header.filter_depth),
+                min_ns: (header.filter_min_ns != 0).then_some(header.filter_min_ns),
+            },
+            filtered: header.filtered,
         },
         header,
         sites: HashMap::new(),

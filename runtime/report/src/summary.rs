@@ -9,6 +9,10 @@
 //! waits included. Both include frames still open when the trace ends, and leave out the
 //! copies of blamed threads' frames (those are the holder's own time, counted there).
 //!
+//! Functions with entries only ([`Model::entry_only`]: `-pg`/`-mfentry` code recorded without
+//! `bootprof run --graph`) are not in those tables: when they returned is inferred, not
+//! measured, so they get a table of their own with their calls alone (and a note says so).
+//!
 //! With `--srcline`, each function and event is followed by its `file:line` in brackets.
 
 use crate::model::{millis, Model, NameId};
@@ -35,6 +39,9 @@ pub struct Usage {
 pub struct Totals {
     /// Functions.
     pub functions: HashMap<NameId, Usage>,
+    /// Functions with entries only ([`Model::entry_only`]): their calls; their times are
+    /// inferred, so they are not added up.
+    pub entries: HashMap<NameId, u64>,
     /// Events.
     pub events: HashMap<NameId, u64>,
     /// Per process of a session (by its index), its functions.
@@ -44,7 +51,9 @@ pub struct Totals {
 /// Adds up `m`'s functions and events.
 pub fn totals(m: &Model) -> io::Result<Totals> {
     let mut sink = Tally {
+        m,
         functions: HashMap::new(),
+        entries: HashMap::new(),
         events: HashMap::new(),
         processes: HashMap::new(),
         lane_process: m.lanes.iter().map(|l| l.process).collect(),
@@ -52,14 +61,17 @@ pub fn totals(m: &Model) -> io::Result<Totals> {
     timeline::walk(m, &mut sink)?;
     Ok(Totals {
         functions: sink.functions,
+        entries: sink.entries,
         events: sink.events,
         processes: sink.processes,
     })
 }
 
 /// What [`totals`] adds up while walking.
-struct Tally {
+struct Tally<'a, 'm> {
+    m: &'a Model<'m>,
     functions: HashMap<NameId, Usage>,
+    entries: HashMap<NameId, u64>,
     events: HashMap<NameId, u64>,
     processes: HashMap<usize, HashMap<NameId, Usage>>,
     lane_process: Vec<Option<usize>>,
@@ -75,7 +87,7 @@ impl Totals {
     }
 }
 
-impl Sink for Tally {
+impl Sink for Tally<'_, '_> {
     fn close(
         &mut self,
         lane: usize,
@@ -85,6 +97,10 @@ impl Sink for Tally {
         _how: Closed,
     ) -> io::Result<()> {
         if frame.kind != FrameKind::Function || frame.mirrored {
+            return Ok(());
+        }
+        if self.m.entry_only(frame.name) {
+            *self.entries.entry(frame.name).or_default() += 1;
             return Ok(());
         }
         let total = end.saturating_sub(frame.start);
@@ -172,6 +188,35 @@ fn source(m: &Model, name: NameId) -> String {
         .unwrap_or_default()
 }
 
+/// The functions with entries only, by calls: their times are not measured, so they are not in
+/// the tables of times (whose self times of their callers include them).
+fn entries(
+    m: &Model,
+    totals: &Totals,
+    options: &crate::Options,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if totals.entries.is_empty() {
+        return Ok(());
+    }
+    let mut entries: Vec<(NameId, u64)> = totals.entries.iter().map(|(k, v)| (*k, *v)).collect();
+    entries.sort_by(|a, b| b.1.cmp(&a.1).then(m.text(a.0).cmp(m.text(b.0))));
+    writeln!(
+        out,
+        "\ntop {} functions with entries only, by calls (no EXIT recorded: their times are not \
+         measured; `bootprof run --graph` measures them)",
+        options.top
+    )?;
+    writeln!(out, "  {:>10}  name", "calls")?;
+    for (name, calls) in entries.iter().take(options.top) {
+        writeln!(out, "  {calls:>10}  {}{}", m.text(*name), source(m, *name))?;
+    }
+    if entries.len() > options.top {
+        writeln!(out, "  ... and {} more", entries.len() - options.top)?;
+    }
+    Ok(())
+}
+
 /// Writes the summary, showing `options.top` rows per table.
 pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Result<()> {
     let h = &m.trace.header;
@@ -193,6 +238,9 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
     if let Some(cut) = &m.trace.truncated {
         writeln!(out, "the trace file was {cut}")?;
     }
+    for caveat in m.caveats() {
+        writeln!(out, "note: {caveat}")?;
+    }
     if !m.trace.processes.is_empty() {
         processes(m, &totals, out)?;
     }
@@ -211,7 +259,9 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
         ("by inclusive time", |u| u.inclusive),
         ("by self time", |u| u.self_time),
     ];
-    for (title, key) in tables {
+    // A trace of functions with entries only has no times to rank.
+    let timed = !totals.functions.is_empty() || totals.entries.is_empty();
+    for (title, key) in tables.into_iter().filter(|_| timed) {
         writeln!(out, "\ntop {} functions {title}", options.top)?;
         writeln!(
             out,
@@ -230,6 +280,7 @@ pub fn write(m: &Model, options: &crate::Options, out: &mut dyn Write) -> io::Re
             )?;
         }
     }
+    entries(m, &totals, options, out)?;
     let mut events: Vec<(NameId, u64)> = totals.events.iter().map(|(k, v)| (*k, *v)).collect();
     events.sort_by(|a, b| b.1.cmp(&a.1).then(m.text(a.0).cmp(m.text(b.0))));
     writeln!(out, "\nevents")?;

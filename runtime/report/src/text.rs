@@ -27,6 +27,10 @@
 //! a recorded stack by its own (for a return address, its call's): `f [prog.c:12] <-main`,
 //! `EVENT app:step [prog.c:20] arg=0x1`, ` => f+0x20 [prog.c:14]`.
 //!
+//! The header says, in `# note:` lines, what makes the records less than a complete, measured
+//! trace: functions with entries only (their returns are inferred by the other formats), and a
+//! report-time filter (`--depth`, `--min-time`), whose calls' ENTER and EXIT lines are left out.
+//!
 //! A session of several processes adds a TGID column (the process id, as ftrace's `record-tgid`
 //! option does), a header line per process (its parent, how it ended, its records and losses)
 //! and a `PROCESS END` line where each process ended (`exit 0`, `killed by SIGSEGV`, ...); a
@@ -173,7 +177,12 @@ pub fn write_with(m: &Model, options: &TextOptions, dest: &mut dyn Write) -> io:
     let mut lane = 0;
     let numbers = options.raw || options.hex;
     let mut records = m.trace.records.iter();
+    let mut index = 0;
     while let Some(r) = records.next() {
+        index += 1;
+        if m.left_out(index - 1) {
+            continue;
+        }
         if last_tid != Some(r.tid) {
             lane = m.lane(r.tid);
             last_tid = Some(r.tid);
@@ -254,7 +263,7 @@ fn record_text(
                 symbol_suffix(out, options, u64::from(site.func_offset), site.address)?;
                 source_suffix(out, m.function_source(r.site))?;
                 if r.arg != 0 && options.print_parent {
-                    match m.function_start_at(lane, r.arg) {
+                    match m.frame_function(lane, r.arg) {
                         Some((start, p)) => {
                             write!(out, " <-{}", m.text(p))?;
                             symbol_suffix(out, options, r.arg - start, r.arg)?;
@@ -340,6 +349,9 @@ fn header(m: &Model, options: &TextOptions, out: &mut Vec<u8>) -> io::Result<()>
     )?;
     if let Some(cut) = &m.trace.truncated {
         writeln!(out, "# the trace file was {cut}")?;
+    }
+    for caveat in m.caveats() {
+        writeln!(out, "# note: {caveat}")?;
     }
     for p in &m.trace.processes {
         writeln!(

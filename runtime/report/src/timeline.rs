@@ -4,10 +4,15 @@
 //! * ENTER pushes a function frame; EXIT pops down to the innermost open frame of that name
 //!   (frames above it are closed as [`Closed::Inferred`]); an EXIT with no such frame is
 //!   dropped. WAIT pushes a `wait:<what>` frame, UNWAIT pops it.
-//! * Hooks such as `__fentry__` and `mcount` record ENTER only. For an ENTER from a hook, the
-//!   argument is the caller's address: if the instrumented function containing it is open on
-//!   the thread's stack, with only frames that never see an EXIT above it, those frames have
-//!   returned and are closed ([`Closed::Inferred`]) before the new one opens.
+//! * Hooks such as `__fentry__` and `mcount` record ENTER only, unless the program ran with
+//!   `bootprof run --graph` (then their EXITs are recorded too). For an ENTER from a hook, the
+//!   argument is the caller's address (its return address): if the instrumented function
+//!   containing it (within [`crate::model::FRAME_REACH`] of its start) is open on the thread's
+//!   stack, with only frames that never see an EXIT above it, those frames have returned and
+//!   are closed ([`Closed::Inferred`]) before the new one opens; else the new frame opens on top
+//!   of the stack as it is. For functions with entries only ([`Model::entry_only`]) both the
+//!   returns and the nesting are therefore inferred: the formats mark such frames.
+//! * Records a report-time filter left out ([`Model::left_out`]) are skipped.
 //! * Blame ([`crate::holds`]): while a waiting thread W is blamed on a holder H, W's
 //!   `wait:<what>` frame is replaced by `wait:<what> (blamed on H)` and H's stack is copied on
 //!   top of it; every push and pop on H is repeated on W (and on whoever is blamed on W), as a
@@ -191,10 +196,14 @@ pub fn walk<S: Sink>(model: &Model, sink: &mut S) -> io::Result<()> {
                     .find(|&&(_, b)| model.holds.blames[b].waiter == lane)
             })
             .flatten();
-        w.stack(lane, &r, iter.ahead(), t)?;
+        // A call a report-time filter left out is not there, nor is its recorded stack.
+        let left_out = model.left_out(i);
+        if !left_out {
+            w.stack(lane, &r, iter.ahead(), t)?;
+        }
         match at_wait {
             Some(&(_, b)) => w.start_blame(b, t, true)?,
-            None if r.kind == RecordKind::Frame => {}
+            None if r.kind == RecordKind::Frame || left_out => {}
             None => w.record(lane, i, &r, t)?,
         }
         while next_start < starts.len() && starts[next_start].0 == i {
@@ -263,7 +272,7 @@ impl<S: Sink> Walker<'_, '_, S> {
             RecordKind::Enter => {
                 let name = m.name(r);
                 if m.is_hook(r) && r.arg != 0 && self.lanes[lane].hidden == 0 {
-                    if let Some(parent) = m.function_at(lane, r.arg) {
+                    if let Some((_, parent)) = m.frame_function(lane, r.arg) {
                         self.return_to(lane, parent, t)?;
                     }
                 }

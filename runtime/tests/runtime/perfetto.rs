@@ -99,7 +99,8 @@ impl Sink for Expected<'_, '_> {
         assert_eq!(t.open.len(), below.len());
         t.open.push(t.slices.len());
         t.max_depth = t.max_depth.max(t.open.len());
-        let name = self.m.text(frame.name);
+        // As the formats name frames: `name (inferred)` for a function with entries only.
+        let name = self.m.frame_label(frame.name).into_owned();
         (t.slices).push(json!([
             category,
             name,
@@ -348,8 +349,9 @@ fn perfetto_closes_entries_only_frames_where_their_process_ended() {
             last <= ended,
             "a slice ends at {last}, its process at {ended}"
         );
-        // main's frame never sees an EXIT: it closes where the process ended.
-        assert_eq!(slices[0][1], "main");
+        // main's frame never sees an EXIT: it closes where the process ended, and its name says
+        // its end was inferred.
+        assert_eq!(slices[0][1], "main (inferred)");
         assert_eq!(slices[0][3].as_u64().unwrap(), ended);
     }
 }
