@@ -145,16 +145,19 @@ impl Query {
     }
 }
 
-/// The C library's functions whose calls from the program go to the runtime's `__wrap_NAME`
-/// (`-Wl,--wrap`, which works for static programs too): the jumps that leave frames without
-/// returning, and `backtrace`, which must see the real return addresses of frames whose return
-/// the runtime hooked (`BOOTPROF_GRAPH`).
-pub const WRAPPED: [&str; 5] = [
-    "longjmp",
-    "_longjmp",
-    "siglongjmp",
-    "__longjmp_chk",
-    "backtrace",
+/// The functions whose calls from the program go to the runtime's `__wrap_NAME` (`-Wl,--wrap`,
+/// which works for static programs too), each with whether the link must pull the real one in
+/// (`-u`): the C library's jumps that leave frames without returning, and the stack walkers
+/// that must see the real return addresses of frames whose return the runtime hooked
+/// (`BOOTPROF_GRAPH`): `backtrace`, and the unwinder's `_Unwind_Backtrace` (Rust's and C++'s
+/// backtraces), not pulled in, so that a program that walks no stacks gains no unwinder.
+pub const WRAPPED: [(&str, bool); 6] = [
+    ("longjmp", true),
+    ("_longjmp", true),
+    ("siglongjmp", true),
+    ("__longjmp_chk", true),
+    ("backtrace", true),
+    ("_Unwind_Backtrace", false),
 ];
 
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
@@ -168,7 +171,10 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
         let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
         // `-u` too: a static link pulls the real ones out of libc.a only when something names
         // them, and the program's own references now name the wrappers.
-        v.extend(WRAPPED.iter().map(|s| format!("-Wl,--wrap={s},-u,{s}")));
+        v.extend(WRAPPED.iter().map(|&(s, pull)| match pull {
+            true => format!("-Wl,--wrap={s},-u,{s}"),
+            false => format!("-Wl,--wrap={s}"),
+        }));
         v.extend(middle);
         v.extend(
             entry_points
@@ -177,22 +183,18 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
         );
         v
     };
-    let shared_or_bare = line.args.iter().any(|a| {
-        matches!(
-            a.as_str(),
-            "-shared" | "-nostdlib" | "-nodefaultlibs" | "-r"
-        )
-    });
-    if line.options.no_runtime || shared_or_bare {
+    let has = |flags: &[&str]| line.args.iter().any(|a| flags.contains(&a.as_str()));
+    if line.options.no_runtime || has(&["-shared", "-r"]) {
         return Ok(Vec::new());
     }
+    // Before `-nodefaultlibs`, which rustc passes to every link (it names the libraries itself).
     if line.args.iter().any(|a| a.ends_with(".rlib")) {
         // A Rust program has the runtime when it depends on the crate (one std is enough).
         let has_runtime = line.args.iter().any(|a| {
             std::path::Path::new(a)
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libbootprof_runtime-") && n.ends_with(".rlib"))
+                .is_some_and(is_runtime_rlib)
         });
         return Ok(if has_runtime {
             with_register(Vec::new())
@@ -200,9 +202,51 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
             Vec::new()
         });
     }
+    if has(&["-nostdlib", "-nodefaultlibs"]) {
+        return Ok(Vec::new());
+    }
     let object = runtime.object_to_link()?;
     Ok(with_register(vec![
         object.display().to_string(),
         "-lm".into(),
     ]))
+}
+
+/// Whether `name` is the file name of the runtime crate's rlib as a link line has it:
+/// `libbootprof_runtime-HASH.rlib` from cargo, `libbootprof_runtime.rlib` when rustc passes a
+/// copy of its own (it does under LTO), either behind the `NNNN-` of bootprof-link's private
+/// copy of an input it rewrote.
+fn is_runtime_rlib(name: &str) -> bool {
+    let name = match name.split_once('-') {
+        Some((n, rest)) if n.len() == 4 && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => name,
+    };
+    name == "libbootprof_runtime.rlib"
+        || (name.starts_with("libbootprof_runtime-") && name.ends_with(".rlib"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_runtime_rlib;
+
+    #[test]
+    fn the_runtime_rlib_by_every_name_a_link_line_gives_it() {
+        for name in [
+            "libbootprof_runtime-1a2b3c4d5e6f7a8b.rlib",
+            "libbootprof_runtime.rlib",
+            "0006-libbootprof_runtime.rlib",
+            "0012-libbootprof_runtime-1a2b3c4d5e6f7a8b.rlib",
+        ] {
+            assert!(is_runtime_rlib(name), "{name}");
+        }
+        for name in [
+            "libbootprof_format-1a2b3c4d5e6f7a8b.rlib",
+            "libbootprof_runtime.a",
+            "0006-libbootprof_runtime.a",
+            "libbootprof_runtime_extra.rlib",
+            "12-libbootprof_runtime.rlib",
+        ] {
+            assert!(!is_runtime_rlib(name), "{name}");
+        }
+    }
 }

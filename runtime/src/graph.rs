@@ -273,18 +273,19 @@ unsafe fn jmp_buf_sp(env: *const u64) -> u64 {
 
 /// The functions `-Wl,--wrap` makes the program's calls reach instead of `__wrap_NAME`, in
 /// [`REAL`]'s order; 0 when the link did not wrap them.
-const WRAPPED: [&str; 5] = [
+const WRAPPED: [&str; 6] = [
     "longjmp",
     "_longjmp",
     "siglongjmp",
     "__longjmp_chk",
     "backtrace",
+    "_Unwind_Backtrace",
 ];
 
 extern "C" {
     /// `__real_NAME` of each of [`WRAPPED`] (weak: 0 without the wrapping).
     #[link_name = "bootprof_graph_real"]
-    static REAL: [usize; 5];
+    static REAL: [usize; 6];
 }
 
 type Jump = unsafe extern "C" fn(*mut u64, c_int) -> !;
@@ -383,6 +384,37 @@ pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int)
     // SAFETY: the caller's buffer holds `size` pointers, at least `got - 1`.
     unsafe { std::ptr::copy_nonoverlapping(frames.as_ptr().add(1), buffer, got - 1) };
     (got - 1) as c_int
+}
+
+/// `_Unwind_Backtrace`, as the program calls it (Rust's `std::backtrace` and a panic's
+/// `RUST_BACKTRACE`, C++'s `<stacktrace>`): the real one, with the hooked frames' real return
+/// addresses put back meanwhile. No personality routine runs in such a walk, so without this
+/// the unwinder would go from the trampoline to the trampoline without end. Without the real
+/// one (a static link where nothing else pulled it in) the walk ends at once.
+///
+/// # Safety
+/// As `_Unwind_Backtrace`.
+#[no_mangle]
+pub unsafe extern "C" fn __wrap__Unwind_Backtrace(trace: *mut c_void, arg: *mut c_void) -> c_int {
+    type UnwindBacktrace = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+    /// `_URC_END_OF_STACK`.
+    const END_OF_STACK: c_int = 5;
+    // SAFETY: the data is the linker's.
+    let f = unsafe { REAL[5] };
+    if f == 0 {
+        return END_OF_STACK;
+    }
+    let guarded = thread::enter();
+    if guarded {
+        put_back(true);
+    }
+    // SAFETY: the real _Unwind_Backtrace, with the caller's arguments.
+    let r = unsafe { std::mem::transmute::<usize, UnwindBacktrace>(f)(trace, arg) };
+    if guarded {
+        put_back(false);
+        thread::leave();
+    }
+    r
 }
 
 /// Puts the real return addresses back into the slots that hold the trampoline (`real`), or the
@@ -503,11 +535,13 @@ core::arch::global_asm!(
     "    .quad __real_siglongjmp",
     "    .quad __real___longjmp_chk",
     "    .quad __real_backtrace",
+    "    .quad __real__Unwind_Backtrace",
     ".weak __real_longjmp",
     ".weak __real__longjmp",
     ".weak __real_siglongjmp",
     ".weak __real___longjmp_chk",
     ".weak __real_backtrace",
+    ".weak __real__Unwind_Backtrace",
     ".popsection",
     options(att_syntax)
 );

@@ -23,21 +23,11 @@ fn cargo_project_linked_through_bootprof_link_bin() {
         read(src.join("src/main.rs")),
     );
     let target = t.join("target");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
     for (profile, flags) in [("debug", &[][..]), ("release", &["--release"][..])] {
-        let mut c = cmd(&cargo, ["build", "--offline", "--quiet"]);
+        let mut c = cargo_build(&project.join("Cargo.toml"), &target, None);
         c.args(flags)
-            .arg("--manifest-path")
-            .arg(project.join("Cargo.toml"))
-            .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", link_bin())
-            .env("CARGO_TARGET_DIR", &target)
-            .env("BOOTPROF_CC", "cc")
-            .env_remove("BOOTPROF_LINK_FLAGS")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("CARGO_BUILD_TARGET")
-            .env_remove("CARGO_BUILD_RUSTFLAGS");
+            .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", link_bin());
         let built = run(&mut c);
         built.no_panic();
         if profile == "release" {
@@ -98,7 +88,6 @@ fn cargo_project_with_each_lto_form() {
         mkdir(project.join("src")).join("main.rs"),
         read(src.join("src/main.rs")),
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut report = Vec::new();
     for (lto, flags) in [
         ("fat", ""),
@@ -115,7 +104,8 @@ fn cargo_project_with_each_lto_form() {
         let build = |through_bootprof: bool| {
             let target = t.join(format!("target-{lto}-{}-{through_bootprof}", flags.len()));
             let mut rustflags = flags.to_string();
-            let mut c = cmd(&cargo, ["build", "--offline", "--quiet", "--release"]);
+            let mut c = cargo_build(&project.join("Cargo.toml"), &target, None);
+            c.arg("--release");
             if through_bootprof {
                 c.env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", link_bin());
             } else {
@@ -123,17 +113,9 @@ fn cargo_project_with_each_lto_form() {
                 rustflags.push_str(" -C link-arg=-Wl,--unresolved-symbols=ignore-all");
                 c.env_remove("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
             }
-            c.arg("--manifest-path")
-                .arg(project.join("Cargo.toml"))
-                .env("CARGO_TARGET_DIR", &target)
-                .env("CARGO_PROFILE_RELEASE_LTO", lto)
+            c.env("CARGO_PROFILE_RELEASE_LTO", lto)
                 .env("RUSTFLAGS", rustflags)
-                .env("RUSTC_BOOTSTRAP", "1")
-                .env("BOOTPROF_CC", "cc")
-                .env_remove("BOOTPROF_LINK_FLAGS")
-                .env_remove("CARGO_ENCODED_RUSTFLAGS")
-                .env_remove("CARGO_BUILD_TARGET")
-                .env_remove("CARGO_BUILD_RUSTFLAGS");
+                .env("RUSTC_BOOTSTRAP", "1");
             let built = run(&mut c);
             built.no_panic();
             built.ok();
@@ -168,4 +150,117 @@ fn cargo_project_with_each_lto_form() {
         report.push(format!("{name}: {} sites", listing.sites.len()));
     }
     println!("{}", report.join("\n"));
+}
+
+/// `tests/sources/rust-graph`, which depends on the runtime crate, built with
+/// `-Zinstrument-mcount` (nightly-only: `RUSTC_BOOTSTRAP=1`) and traced with `bootprof run
+/// --graph` in both modes: its panics unwind through hooked frames to `catch_unwind`, a
+/// backtrace taken inside hooked frames names the real callers (the unwinder's
+/// `_Unwind_Backtrace` is wrapped: without it the walk went from the trampoline to the
+/// trampoline without end), the output is the untraced run's, and every call has its EXIT.
+#[test]
+fn rust_panics_and_backtraces_through_hooked_returns() {
+    require!("cargo", "rustc", "cc");
+    let t = TempDir::new("rust-graph");
+    let project = mkdir(t.join("rust-graph"));
+    let runtime = crate::util::repo_root().join("runtime");
+    write(
+        project.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"rust-graph\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             publish = false\n\n[dependencies]\nbootprof-runtime = {{ path = {:?} }}\n\n\
+             [workspace]\n",
+            runtime.display().to_string()
+        ),
+    );
+    // The example's lock file: the runtime's dependencies at the versions the workspace has.
+    let lock = crate::util::repo_root().join("examples/rust/Cargo.lock");
+    write(project.join("Cargo.lock"), read(lock));
+    write(
+        mkdir(project.join("src")).join("main.rs"),
+        read(source_dir("rust-graph").join("src/main.rs")),
+    );
+    let flags = "-Zinstrument-mcount -C force-frame-pointers=yes";
+    let mut c = cargo_build(&project.join("Cargo.toml"), &t.join("target"), Some(flags));
+    c.arg("--release")
+        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER", link_bin());
+    run(&mut c).ok();
+    let binary = t.join("target/release/rust-graph");
+    let plain = run(cmd(&binary, [""; 0]).env("SHOW_BACKTRACE", "1")).ok();
+    assert_eq!(plain.stdout, "rust graph sum 228\n");
+
+    // main, then each n: level1 > level2 > level3, the panic hook inside level3 for a
+    // multiple of 3, and every EXIT.
+    let mut expected = vec!["rust_graph::main".to_string()];
+    for n in 1..=6 {
+        expected.extend(["level1", "level2", "level3"].map(|f| format!("rust_graph::{f}")));
+        if n % 3 == 0 {
+            expected.push("rust_graph::main::{closure#0}".into());
+            expected.push("EXIT rust_graph::main::{closure#0}".into());
+        }
+        expected.extend(["level3", "level2", "level1"].map(|f| format!("EXIT rust_graph::{f}")));
+    }
+    expected.push("EXIT rust_graph::main".into());
+    for mode in ["trap", "call"] {
+        let session = t.join(format!("graph-{mode}"));
+        // Under `timeout`: a backtrace that cannot get past the trampoline never ends.
+        let mut traced = cmd("timeout", ["120"]);
+        traced
+            .arg(crate::util::BOOTPROF)
+            .args(["run", "--graph", "--mode", mode])
+            .args(["-e", "rust_graph::*", "-o"])
+            .arg(&session)
+            .arg("--")
+            .arg(&binary)
+            .env("SHOW_BACKTRACE", "1");
+        let traced = run(traced).ok();
+        assert_eq!(traced.stdout, plain.stdout, "{mode}");
+        let frames: Vec<&str> = (traced.stderr.lines())
+            .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f))
+            .filter(|f| f.starts_with("rust_graph::"))
+            .collect();
+        assert_eq!(
+            frames,
+            [
+                "rust_graph::level3",
+                "rust_graph::level2",
+                "rust_graph::level1",
+                "rust_graph::main"
+            ],
+            "{mode}: the backtrace inside hooked frames:\n{}",
+            traced.stderr
+        );
+        let report = run(cmd(
+            crate::util::BOOTPROF,
+            ["report".as_ref(), session.as_os_str()],
+        ))
+        .ok();
+        let calls: Vec<String> = (report.stdout.lines())
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(": ").map(|(_, what)| what))
+            .map(|what| what.split(" <-").next().unwrap_or(what).to_string())
+            .collect();
+        assert_eq!(calls, expected, "{mode}:\n{}", report.stdout);
+    }
+}
+
+/// `cargo build --offline --quiet` of the project `manifest` into `target`, with `rustflags`
+/// (and `RUSTC_BOOTSTRAP=1`, for the nightly-only flags) or none, with nothing of the calling
+/// build's settings; the caller adds the profile and the linker.
+fn cargo_build(manifest: &Path, target: &Path, rustflags: Option<&str>) -> std::process::Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut c = cmd(&cargo, ["build", "--offline", "--quiet"]);
+    c.arg("--manifest-path")
+        .arg(manifest)
+        .env("CARGO_TARGET_DIR", target)
+        .env("BOOTPROF_CC", "cc")
+        .env_remove("BOOTPROF_LINK_FLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("CARGO_BUILD_RUSTFLAGS");
+    match rustflags {
+        Some(flags) => c.env("RUSTFLAGS", flags).env("RUSTC_BOOTSTRAP", "1"),
+        None => c.env_remove("RUSTFLAGS"),
+    };
+    c
 }
