@@ -140,6 +140,7 @@ const NOT_CASES: &[&str] = &[
     "cmake-cxx-project",
     "cmake-project",
     "lto",
+    "rust-graph",
     "rust-lto",
     "rust-probes",
 ];
