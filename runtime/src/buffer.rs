@@ -319,7 +319,38 @@ fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(fd)
+    Ok(out_of_the_way(fd))
+}
+
+/// Moves a descriptor the runtime keeps open (the session directory, the lane) to a high number,
+/// and returns it. The lowest free numbers are the program's: a shell redirects `4<file` or
+/// `exec 3>&-` by number, closing whatever was there, and the runtime would then grow or punch
+/// the program's file through what it took for its lane. Above `min(RLIMIT_NOFILE, 1024) - 64`
+/// (where a shell's own descriptors, from 10 up, do not reach); kept where it is when the limit
+/// leaves no room. Async-signal-safe (system calls only), as a fork child's lane needs.
+fn out_of_the_way(fd: libc::c_int) -> libc::c_int {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return fd;
+    }
+    let top = lim.rlim_cur.min(1024) as libc::c_int;
+    let floor = if top > 128 { top - 64 } else { top / 2 };
+    if fd >= floor {
+        return fd;
+    }
+    // SAFETY: duplicates our own descriptor (close-on-exec, as it was), then closes the original.
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor);
+        if high < 0 {
+            return fd;
+        }
+        libc::close(fd);
+        high
+    }
 }
 
 /// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives.
@@ -382,6 +413,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    let fd = out_of_the_way(fd);
     // A lane that cannot be made whole is taken away again: no empty file left in the session,
     // no descriptor or mapping of it left for the fallback to memory to trip on.
     let give_up = |e: std::io::Error| {

@@ -1313,6 +1313,33 @@ fn keep_start_last_and_all() {
     assert_eq!(args, (10_000 - n..10_000).collect::<Vec<u64>>());
 }
 
+/// A program that redirects descriptors by number, as a shell does (`4>file`), under a session
+/// that keeps everything: descriptors 3 to 9 are free at main (the runtime keeps its session
+/// directory and lane out of the way), and the lane growing 200,000 records' worth never touches
+/// the program's file on descriptor 4.
+#[test]
+fn the_runtime_keeps_its_descriptors_out_of_the_programs_way() {
+    let w = Work::new("redirects");
+    w.build("redirects", &["redirects.c"], &[], &[]);
+    let dir = w.path("s");
+    let file = w.path("own-file");
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--keep", "all", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(w.path("redirects"))
+        .arg(&file)
+        .arg("200000")
+        .current_dir(&w.0)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&o), "3-9 free; file: 4 bytes, keep\n");
+    let t = bootprof_report::read_trace(&dir).unwrap();
+    let args = args_by_process(&t, "tick").remove(0);
+    assert_eq!(args, (0..200_000).collect::<Vec<u64>>());
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
+}
+
 /// `bootprof report` over a session of five processes (one crashes): every format shows every
 /// process, and the crash where it happened.
 #[test]

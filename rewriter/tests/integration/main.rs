@@ -17,7 +17,7 @@
 //! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
 //! | [`install`] | `cargo install --path runtime/cli`: the installed commands link, list, run and report from an unrelated directory with a clean environment; where the runtime and header are unpacked |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
-//! | [`realworld`] | bzip2, lz4, jsoncpp and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
+//! | [`realworld`] | bzip2, lz4, jsoncpp, mksh and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`flamechart_script`] | the flame chart's zoom, reset and search, driven in headless Chromium |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |

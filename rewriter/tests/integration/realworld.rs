@@ -4,7 +4,10 @@
 //! `-pg` and through `bootprof-link` (`-pg -mfentry`, `-finstrument-functions`), runs bzip2's,
 //! lz4's and jsoncpp's own tests with every site disabled, then enabled in trap and in call mode,
 //! and compares the sqlite3 shell's output on a fixed SQL script with the plain build's, byte for
-//! byte. The script exits non-zero on any test the plain build passes and a bootprof build fails,
+//! byte (the `-pg -mfentry` build also under `bootprof run --graph --mode call`); it builds mksh
+//! `-pg -mfentry` (a shell whose error handling is `siglongjmp`) and runs its own tests with every
+//! site disabled and under `--graph`, where every thread's ENTERs and EXITs must pair up. The
+//! script exits non-zero on any test the plain build passes and a bootprof build fails,
 //! any differing output, any link of jsoncpp's that did not go through the launcher, any site
 //! without its NOP, and any difference between trap and call mode in the hits each process saw.
 //!
@@ -16,7 +19,7 @@ use crate::util::{link_bin, repo_root, require, run, skipped, BOOTPROF};
 use std::process::Command;
 
 #[test]
-fn bzip2_lz4_jsoncpp_and_the_sqlite3_shell_pass_their_own_checks() {
+fn bzip2_lz4_jsoncpp_mksh_and_the_sqlite3_shell_pass_their_own_checks() {
     if std::env::var_os("BOOTPROF_SKIP_REALWORLD").is_some() {
         skipped("BOOTPROF_SKIP_REALWORLD is set");
         return;

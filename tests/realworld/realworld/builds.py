@@ -134,6 +134,33 @@ def build_jsoncpp(variant, logf):
     return d
 
 
+# mksh's test harness runs each test with a minimal environment of its own: bootprof's variables
+# (the session, the mode, --graph) are to reach the shells it starts.
+MKSH_KEEP_ENV = ("$new_env{'ENV'} = '/nonexistant';\n",
+                 "$new_env{'ENV'} = '/nonexistant';\n"
+                 "$new_env{$_} = $ENV{$_} foreach grep /^BOOTPROF_/, keys %ENV;\n")
+
+
+def build_mksh(variant, logf):
+    d = WORK / "build" / f"mksh-{variant}"
+    stamp = stamp_of("mksh", variant, MKSH_KEEP_ENV[1])
+    if fresh_tree(source_dir("mksh"), d, stamp):
+        return d
+    check = d / "check.pl"
+    text = check.read_text()
+    if MKSH_KEEP_ENV[0] not in text:
+        raise Failure(f"{check}: no line {MKSH_KEEP_ENV[0].strip()!r} to keep BOOTPROF_* after")
+    check.write_text(text.replace(MKSH_KEEP_ENV[0], MKSH_KEEP_ENV[1], 1))
+    cc, env = cc_env(variant)
+    # CPPFLAGS as Debian's build (debian/meat) sets them; with Debian's patches Build.sh wants
+    # MKSH_BUILDMEAT.
+    env = dict(env, CC=cc, CFLAGS=" ".join(["-O2", "-g"] + VARIANTS[variant]["flags"]),
+               CPPFLAGS="-DMKSH_BUILDMEAT -DMKSH_EARLY_LOCALE_TRACKING")
+    run(["sh", "Build.sh", "-r"], cwd=d, env=env, log_to=logf)
+    (d / ".bootprof-stamp").write_text(stamp)
+    return d
+
+
 def tcl_config():
     for g in ["/usr/lib/tcl8.*/tclConfig.sh", "/usr/lib/x86_64-linux-gnu/tcl8.*/tclConfig.sh"]:
         hits = sorted(Path("/").glob(g.lstrip("/")))
@@ -215,7 +242,7 @@ def executable(prog, d):
     """The program's own executable in build directory d (for sqlite3, the shell; for jsoncpp,
     the reader/writer test runner, which parses a file and writes it back)."""
     return {"bzip2": d / "bzip2", "lz4": d / "programs" / "lz4", "sqlite3": d / "sqlite3",
-            "jsoncpp": d / "build" / "bin" / "jsontestrunner_exe"}[prog]
+            "jsoncpp": d / "build" / "bin" / "jsontestrunner_exe", "mksh": d / "mksh"}[prog]
 
 
 def jsoncpp_binaries(d):
@@ -231,6 +258,7 @@ def binaries(prog, d):
     return [executable(prog, d)] + {
         "bzip2": sorted(f for f in d.glob("libbz2.so.*") if not f.is_symlink()),
         "lz4": [],
+        "mksh": [],
         "sqlite3": [d / "testfixture"] if (d / "testfixture").exists() else [],
     }[prog]
 
@@ -277,6 +305,8 @@ def build_all(session, progs):
             d = build_lz4(v, logf)
         elif prog == "jsoncpp":
             d = build_jsoncpp(v, logf)
+        elif prog == "mksh":
+            d = build_mksh(v, logf)
         else:
             d = build_sqlite3(v, logf, testfixture=not (session.ci or session.bench)
                               and (v == "plain" or VARIANTS[v]["bootprof"]))

@@ -15,7 +15,8 @@ from pathlib import Path
 import workloads
 
 from .builds import cc_env, make_cflags
-from .common import MODES, VARIANTS, WORK, Failure, log, run
+from .common import GRAPH_VARIANTS, MODES, VARIANTS, WORK, Failure, log, run
+from .graph import graph_cmd, test_mksh
 from .sources import source_dir
 
 UNPRIVILEGED = "bootprof-test"
@@ -145,12 +146,24 @@ def test_jsoncpp(d, mode, logf, stats, subset=False):
 
 
 def sqlite_shell_output(d, mode, stats, script, scratch):
+    """The shell's exit status, output and errors on the script, in one mode (graph: under
+    bootprof run --graph, whose own lines on stderr are left out)."""
     db = scratch / f"shell-{d.name}-{mode}.db"
     db.unlink(missing_ok=True)
-    p = subprocess.run([d / "sqlite3", "-batch", db], input=script.encode(), capture_output=True,
-                       env=dict(os.environ, **mode_env(mode, stats)), timeout=3600)
+    cmd = [d / "sqlite3", "-batch", db]
+    env = mode_env(mode, stats)
+    if mode == "graph":
+        session_dir = scratch / f"shell-{d.name}-graph.session"
+        shutil.rmtree(session_dir, ignore_errors=True)
+        cmd, env = graph_cmd(session_dir, cmd), {"BOOTPROF_STATS": str(stats)}
+    p = subprocess.run(cmd, input=script.encode(), capture_output=True,
+                       env=dict(os.environ, **env), timeout=3600)
     db.unlink(missing_ok=True)
-    return p.returncode, p.stdout, p.stderr
+    err = p.stderr
+    if mode == "graph":
+        shutil.rmtree(session_dir, ignore_errors=True)
+        err = b"".join(line for line in err.splitlines(True) if not line.startswith(b"bootprof: "))
+    return p.returncode, p.stdout, err
 
 
 def unprivileged_prefix(scratch):
@@ -229,9 +242,24 @@ def check_modes(session, prog, variant, per_mode):
             session.problem(f"{prog} {variant} {mode}: no hits with every site enabled")
 
 
-def run_suite(prog, d, mode, logf, stats, variant, subset=None):
+def modes_of(prog, variant, ci):
+    """The modes a build's tests run in: disabled only for a plain build; for bootprof's,
+    every site enabled in trap and in call mode, and under --graph where GRAPH_VARIANTS says.
+    mksh, here for --graph, runs disabled and under --graph (and in call mode but in CI): its
+    suite takes half a minute of sleeps a run."""
+    graph = ["graph"] if variant in GRAPH_VARIANTS.get(prog, []) else []
+    if not VARIANTS[variant]["bootprof"]:
+        return ["disabled"]
+    if prog == "mksh":
+        return (["disabled"] if ci else ["disabled", "call"]) + graph
+    return MODES + graph
+
+
+def run_suite(prog, d, mode, logf, stats, variant, subset=None, scratch=None):
     """One run of the program's own tests in one mode; subset (by default: in trap mode where
     trap_subset says so) runs the smaller set."""
+    if prog == "mksh":
+        return test_mksh(d, mode, logf, stats, scratch)
     if subset is None:
         subset = mode == "trap" and trap_subset(prog, variant)
     if prog == "bzip2":
@@ -245,14 +273,13 @@ def suite(session, prog, dirs):
     """The program's own tests, on every variant and (bootprof builds) in every mode."""
     out = {}
     for v, d in dirs.items():
-        modes = MODES if VARIANTS[v]["bootprof"] else ["disabled"]
         out[v] = {}
         rows_by_mode = {}
-        for mode in modes:
+        for mode in modes_of(prog, v, session.ci):
             stats = session.scratch / f"stats-{prog}-{v}-{mode}"
             logf = session.logf(f"test-{prog}-{v}-{mode}")
             logf.unlink(missing_ok=True)
-            r = run_suite(prog, d, mode, logf, stats, v)
+            r = run_suite(prog, d, mode, logf, stats, v, scratch=session.scratch)
             rows = read_stats(stats)
             rows_by_mode[mode] = rows
             r.update(stats_summary(rows))
@@ -295,10 +322,9 @@ def shell_compare(session, dirs):
 
     res = {}
     for v, d in dirs.items():
-        modes = MODES if VARIANTS[v]["bootprof"] else ["disabled"]
         res[v] = {}
         per_mode = {}
-        for mode in modes:
+        for mode in modes_of("sqlite3", v, session.ci):
             which = "small" if mode == "trap" and trap_small(v) else "big"
             script = big if which == "big" else small
             stats = session.scratch / f"stats-sqlite3-shell-{v}-{mode}-{which}"

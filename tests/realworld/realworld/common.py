@@ -17,8 +17,11 @@ TOOL = BIN / "bootprof"
 INCLUDE = ROOT / "runtime" / "include"
 WORK = Path(os.environ.get("BOOTPROF_REALWORLD_DIR", ROOT / "target" / "realworld"))
 SRC = WORK / "src"
-PROGRAMS = ["bzip2", "lz4", "sqlite3", "jsoncpp"]
+PROGRAMS = ["bzip2", "lz4", "sqlite3", "jsoncpp", "mksh"]
 MODES = ["disabled", "trap", "call"]
+# The -pg -mfentry builds that also run under `bootprof run --graph --mode call` (mode "graph":
+# function exits by return hooking), by program.
+GRAPH_VARIANTS = {"sqlite3": ["fentry"], "mksh": ["fentry"]}
 # The variants --bench times: what the whole-program cost figure compares.
 TIMED = ["plain", "gprof", "gprof-fentry", "fentry"]
 
@@ -112,6 +115,11 @@ class Session:
             chosen = ["plain", "fentry"] if self.ci else [v for v in VARIANTS if v != "fentry-lld"]
         elif prog == "jsoncpp":
             chosen = JSONCPP_CI if self.ci else [v for v in VARIANTS if v != "probes"]
+        elif prog == "mksh":
+            # A shell whose errors, `return`, `break` and `exit` are siglongjmp: the -pg -mfentry
+            # build, traced with --graph (and the plain build but in CI: its tests, which take
+            # half a minute of sleeps a run, check their own outputs).
+            chosen = ["fentry"] if self.ci else ["plain", "fentry"]
         else:
             chosen = [v for v in VARIANTS if v not in ("probes", "fentry-lld")]
         wanted = getattr(self.args, "variants", None)

@@ -71,6 +71,83 @@ def make_docs(session, dirs):
     session.results["docs"] = dict(startup_summary=summary, points=points,
                                    runtime_points_table=p.stderr.decode(errors="replace")[-4000:])
     log(f"wrote {svg}, docs/sqlite3-points.txt")
+    if "fentry" in dirs:
+        graph_chart(session, dirs, db, scratch)
+
+
+# Runs of the start-up per build for the comparison of the two charts: the spread of the recorded
+# span over these is the noise the durations are judged against.
+STARTUP_RUNS = 5
+
+
+def startup(exe, db, trace, graph):
+    """The shell's start-up and first query on db, every site recorded in call mode (with
+    --graph: exits by return hooking) into the session trace."""
+    subprocess.run([TOOL, "run", "--mode", "call"] + (["--graph"] if graph else [])
+                   + ["-o", trace, "--", exe, "-batch", db],
+                   input=workloads.SQLITE_FIRST_QUERY.encode(), check=True, capture_output=True)
+
+
+def point_counts(trace):
+    """Calls per function from the points table (ENTER/EXIT pairs), and the whole table."""
+    table = subprocess.run([TOOL, "report", trace, "--format", "points"], check=True,
+                           capture_output=True).stdout.decode()
+    rows = table.split("\n----")[1].splitlines()[1:]
+    return {r.split()[0]: int(r.split()[1]) for r in rows if r.strip()}, table
+
+
+def graph_chart(session, dirs, db, scratch):
+    """The same start-up from the -pg -mfentry build under --graph: docs/sqlite3-startup-graph.svg
+    (.png) and its summary, and docs/sqlite3-startup-compare.txt, its calls per function against
+    the -finstrument-functions chart's, and the spans of STARTUP_RUNS runs of each."""
+    docs = ROOT / "docs"
+    spans, counts = {}, {}
+    for build, graph in [("instrument", False), ("fentry", True)]:
+        runs = []
+        for i in range(STARTUP_RUNS):
+            trace = scratch / f"startup-{build}-{i}.session"
+            startup(dirs[build] / "sqlite3", db, trace, graph)
+            runs.append((recorded_span(trace), trace))
+        spans[build] = sorted(s for s, _ in runs)
+        counts[build] = point_counts(min(runs)[1])[0]
+        if graph:
+            svg = docs / "sqlite3-startup-graph.svg"
+            summary = chart(min(runs)[1], svg, scratch)
+            (docs / "sqlite3-startup-graph-summary.txt").write_text(summary)
+    text = compare_counts(counts["instrument"], counts["fentry"], spans)
+    (docs / "sqlite3-startup-compare.txt").write_text(text)
+    session.results["docs-graph"] = dict(spans_ms=spans, compare=text)
+    log("wrote docs/sqlite3-startup-graph.svg, docs/sqlite3-startup-compare.txt")
+
+
+def compare_counts(inst, graph, spans):
+    """The comparison of calls per function, as text: the functions both charts have, with equal
+    or different counts, and those only one has (gcc inlines differently in the two builds: a
+    -finstrument-functions build calls its hooks for inlined functions too)."""
+    both = sorted(set(inst) & set(graph))
+    same = [f for f in both if inst[f] == graph[f]]
+    differ = [f for f in both if inst[f] != graph[f]]
+    only_i = sorted(set(inst) - set(graph), key=lambda f: -inst[f])
+    only_g = sorted(set(graph) - set(inst), key=lambda f: -graph[f])
+    out = ["# The sqlite3 shell's start-up and first query (tests/realworld/run --docs): calls per",
+           "# function (bootprof report --format points) of the -finstrument-functions build",
+           "# (docs/sqlite3-startup.svg) against the -pg -mfentry build under bootprof run --graph",
+           "# --mode call (docs/sqlite3-startup-graph.svg), the fastest of "
+           f"{STARTUP_RUNS} runs of each.", "",
+           f"functions in both: {len(both)}; same calls: {len(same)} "
+           f"({sum(inst[f] for f in same):,} calls); different: {len(differ)}",
+           f"only -finstrument-functions (inlined in the -pg build): {len(only_i)} "
+           f"({sum(inst.values()) - sum(inst[f] for f in both):,} calls)",
+           f"only -pg -mfentry (gcc's clones, e.g. .part/.isra/.constprop): {len(only_g)}", ""]
+    for build, s in spans.items():
+        out.append(f"recorded span, ms, {build}: " + ", ".join(f"{x:.2f}" for x in s))
+    out += ["", "different calls (function, -finstrument-functions, -pg -mfentry --graph):"]
+    out += [f"  {f} {inst[f]} {graph[f]}" for f in differ]
+    out += ["", "only -finstrument-functions (first 40, by calls):"]
+    out += [f"  {f} {inst[f]}" for f in only_i[:40]]
+    out += ["", "only -pg -mfentry --graph:"]
+    out += [f"  {f} {graph[f]}" for f in only_g[:40]]
+    return "\n".join(out) + "\n"
 
 
 # The document jsoncpp's chart reads: one of its own test files, small enough that the chart

@@ -1,22 +1,25 @@
-"""Real programs, end to end: bzip2, lz4, sqlite3 and jsoncpp (C++, built with CMake) from
-Debian's source packages, built plain, with glibc's -pg, and through bootprof-link (-pg -mfentry,
--finstrument-functions, sqlite3 with named probes from bootprof.h, jsoncpp also linked by lld),
-then judged by their own tests with every probe disabled and with every site enabled in trap mode
-and in call mode.
+"""Real programs, end to end: bzip2, lz4, sqlite3, jsoncpp (C++, built with CMake) and mksh (a
+shell whose error handling is siglongjmp) from Debian's source packages, built plain, with glibc's
+-pg, and through bootprof-link (-pg -mfentry, -finstrument-functions, sqlite3 with named probes
+from bootprof.h, jsoncpp also linked by lld), then judged by their own tests with every probe
+disabled and with every site enabled in trap mode and in call mode; the -pg -mfentry builds of
+sqlite3 and mksh also under `bootprof run --graph --mode call` (function exits by return hooking;
+mksh's sessions checked for ENTERs and EXITs that pair up on every thread).
 
-usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3,jsoncpp] [--variants V,...]
+usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3,jsoncpp,mksh] [--variants V,...]
                            [--rounds N] [--fetch-only] [--no-build] [--update-benchmarks] [--docs]
 
   --ci                 the subset CI runs: bzip2 and lz4 end to end (every variant and mode), the
                        sqlite3 shell script compared byte for byte (plain and -pg -mfentry, every
-                       mode), jsoncpp's ctest (plain, -pg -mfentry and -finstrument-functions,
-                       every mode); small workloads, one timing round
+                       mode, and -pg -mfentry under --graph), jsoncpp's ctest (plain, -pg -mfentry
+                       and -finstrument-functions, every mode), mksh's check.t (-pg -mfentry,
+                       disabled and under --graph); small workloads, one timing round
   --bench              whole-program cost only (what disabled sites cost a real program's run):
                        build plain, -pg, -pg -mfentry with glibc's hooks, and -pg -mfentry
                        through bootprof-link (sites disabled), time a fixed workload in
                        interleaved rounds (default 9), and count its instructions under
                        callgrind; no tests
-  --only P,...         these programs only
+  --only P,...         these programs only (mksh: its tests only, no timing)
   --variants V,...     these builds only (and the plain one): plain, gprof, gprof-fentry, fentry,
                        fentry-lto, instrument, probes (sqlite3), fentry-lld (jsoncpp)
   --rounds N           interleaved timing rounds (default 5, links 3; --ci: 1; --bench: 9)
@@ -59,8 +62,10 @@ from .sources import fetch
 
 
 def bench_programs(session, progs, dirs):
-    """--bench: run times and callgrind counts only."""
+    """--bench: run times and callgrind counts only (of the programs with a timed workload)."""
     for prog in progs:
+        if prog == "mksh":
+            continue
         r = session.results.setdefault(prog, {})
         r["runtime"] = runtimes(session, prog, dirs[prog])
         r["callgrind"] = callgrind(session, prog, dirs[prog])
@@ -76,12 +81,15 @@ def check_program(session, prog, dirs):
             r["sites"][v] = site_report(prog, d, session.logf(f"build-{prog}-{v}"))
             log(f"{prog} {v}: {r['sites'][v]['total']} sites, all hold their NOP; "
                 f"{len(r['sites'][v]['refused'])} probe references left alone")
-    if prog in ("bzip2", "lz4", "jsoncpp"):
+    if prog in ("bzip2", "lz4", "jsoncpp", "mksh"):
         r["tests"] = suite(session, prog, dirs)
     else:
         r["shell"] = shell_compare(session, dirs)
         if not session.ci:
             r["testfixture"] = testfixture(session, dirs)
+    if prog == "mksh":
+        # Here for its error handling under --graph: no workload is timed.
+        return
     link_rounds = session.args.rounds or (1 if session.ci else 3)
     r["link_ms"] = link_times(prog, dirs, link_rounds, session.logf(f"link-{prog}"))
     r["runtime"] = runtimes(session, prog, dirs)

@@ -36,8 +36,9 @@ def report(results, ci):
                 lk = (f"{fmt_ms(link['plain-lto'])} (plain LTO) → {fmt_ms(link['fentry-lto'])} "
                       f"({link['lto-ratio']}x)")
             L.append(f"| {prog} | {v} | {sites} | {len(s['refused'])} | {lk} |")
-    L = ["| program | tests | build | disabled | trap (all sites) | call (all sites) |",
-         "|---|---|---|---|---|---|"]
+    L = ["| program | tests | build | disabled | trap (all sites) | call (all sites) | "
+         "call, --graph (all sites) |",
+         "|---|---|---|---|---|---|---|"]
     tables.append(L)
 
     def cell(m):
@@ -50,7 +51,10 @@ def report(results, ci):
         else:
             ok = f"{m['errors']} errors / {m['tests']}"
         hits = f", {m['hits']:,} hits" if m.get("hits") else ""
-        return f"{ok} ({m['seconds']} s{hits})"
+        g = m.get("graph")
+        pairs = (f", {g['paired']:,} ENTER/EXIT pairs, {g['open_at_end']} open at the end"
+                 if g else "")
+        return f"{ok} ({m['seconds']} s{hits}{pairs})"
     for prog in PROGRAMS:
         r = results.get(prog)
         if not r:
@@ -68,7 +72,8 @@ def report(results, ci):
                 if key == "tests" and trap_detail and trap_detail != lab:
                     lab += f"; trap: {trap_detail}"
                 L.append(f"| {prog} | {lab} | {v} | {cell(modes.get('disabled'))} | "
-                         f"{cell(modes.get('trap'))} | {cell(modes.get('call'))} |")
+                         f"{cell(modes.get('trap'))} | {cell(modes.get('call'))} | "
+                         f"{cell(modes.get('graph'))} |")
     L = ["| program | workload | build | wall s (median) | × plain (paired) | CPU s | "
          "× plain (paired) | spread (min–max s) |",
          "|---|---|---|---|---|---|---|---|"]

@@ -21,6 +21,7 @@ NEEDS = {
     "valgrind": "valgrind",
     "cmake": "cmake",
     "g++": "g++",
+    "perl": "perl",
 }
 # Debian's source package of a program, where its name is not the program's.
 SOURCE_PACKAGE = {"jsoncpp": "libjsoncpp"}
