@@ -171,3 +171,35 @@ fn entries_only_are_counted_not_timed() {
     let err = String::from_utf8_lossy(&folded.stderr);
     assert!(err.contains(note), "{err}");
 }
+
+/// Filter settings that mean nothing are refused with what is wrong, before anything runs or is
+/// read: a depth of 0, a duration without its unit or with an unknown one, a filter with
+/// `--count` (which records no calls to filter).
+#[test]
+fn bad_filter_settings_are_explained() {
+    let w = Work::new("filter-bad");
+    let bad: [(&str, &[&str], &str); 7] = [
+        ("run", &["--depth", "0"], "0 is not in 1.."),
+        ("run", &["--min-time", "5"], "is not a duration"),
+        ("run", &["--min-time", "5xs"], "is not a duration"),
+        ("run", &["--depth", "2", "--count"], "--count"),
+        ("run", &["--min-time", "1ms", "--count"], "--count"),
+        ("report", &["--depth", "0"], "0 is not in 1.."),
+        ("report", &["--min-time", "5xs"], "is not a duration"),
+    ];
+    let session = w.path("never.session");
+    for (command, args, says) in bad {
+        let mut cmd = Command::new(tools().join("bootprof"));
+        cmd.arg(command).args(args).current_dir(&w.0);
+        match command {
+            "run" => cmd.arg("-o").arg(&session).args(["--", "echo", "ran"]),
+            _ => cmd.arg(&session),
+        };
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{command} {args:?}: {err}");
+        assert!(err.contains(says), "{command} {args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{command} {args:?} ran something");
+        assert!(!session.exists(), "{command} {args:?} made a session");
+    }
+}
