@@ -18,8 +18,17 @@ use crate::clock::{monotonic_ns, rdtsc, realtime_ns};
 use bootprof_format::lane::{self as fmt, field, Keep, CHUNK_SIZE, LANE_HEADER_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-/// Start of the mapping (the lane header); null until a buffer exists.
+/// Start of the mapping (the lane header); null until a buffer exists. After [`close`] it
+/// points at what took the closed lane's place (anonymous memory), never at nothing, so that a
+/// thread still on its way through a record writes into memory that is there.
 static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether the buffer at `BASE` is in use (false after [`close`]).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Counts the lanes closed: a thread whose chunk belongs to an older lane forgets it.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// The range a closed lane left behind (anonymous memory in its place), unmapped when the
+/// next lane closes: by then no thread can still be inside a record it began in that lane.
+static QUARANTINE: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 /// Chunks the mapping may ever hold.
 static MAX_CHUNKS: AtomicU64 = AtomicU64::new(0);
 static GROWING: AtomicBool = AtomicBool::new(false);
@@ -52,7 +61,13 @@ pub(crate) struct Setup {
 /// Whether a buffer exists.
 #[inline]
 pub(crate) fn exists() -> bool {
-    !BASE.load(Ordering::Relaxed).is_null()
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Which lane the buffer is: a thread's chunk in an older one is no longer its to fill.
+#[inline]
+pub(crate) fn generation() -> u32 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// The keep mode of the buffer.
@@ -296,6 +311,7 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
     }
     let base = reserve(-1).ok_or("cannot reserve memory for the record buffer")?;
     BASE.store(base, Ordering::Release);
+    ACTIVE.store(true, Ordering::Release);
     init_header(setup, None);
     if !grow(FIRST_CHUNKS, Wait::Yes) {
         return Err("cannot populate the record buffer".into());
@@ -303,6 +319,70 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
     match problem {
         Some(p) => Err(format!("{p}; recording in memory instead")),
         None => Ok(()),
+    }
+}
+
+/// Creates the buffer as a lane file in the session directory `dir`, or fails (no recording into
+/// memory instead): what `bootprof attach` asks for, once per attach.
+pub(crate) fn create_lane(setup: Setup, dir: &std::ffi::OsStr) -> std::io::Result<()> {
+    if exists() {
+        return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    KEEP.store(setup.keep as u32, Ordering::Relaxed);
+    let dir_fd = open_dir(dir)?;
+    DIR_FD.store(dir_fd, Ordering::Relaxed);
+    new_lane(setup, None).inspect_err(|_| {
+        DIR_FD.store(-1, Ordering::Relaxed);
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(dir_fd) };
+    })
+}
+
+/// Ends the lane: writes `end` into it (unless an end is there), then lets it go. Anonymous
+/// memory takes the lane's place in the address space at once, so a thread still writing a
+/// record it began writes there, not into the file; threads forget their chunks at their next
+/// record ([`generation`]). The range of the lane closed before this one is unmapped now.
+///
+/// `end` is `None` in a fork child: the mapping is its parent's lane, which it must not write.
+pub(crate) fn close(end: Option<fmt::End>) {
+    if !exists() {
+        return;
+    }
+    if let Some(end) = end {
+        set_end(end, 0);
+    }
+    ACTIVE.store(false, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    let base = BASE.load(Ordering::Acquire);
+    let len = LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
+    // SAFETY: replaces our own mapping by anonymous memory of the same size, in place
+    // (MAP_FIXED over a range we own); then closes our own descriptors.
+    unsafe {
+        let placed = libc::mmap(
+            base.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        debug_assert!(placed == base.cast());
+        for fd in [
+            FD.swap(-1, Ordering::AcqRel),
+            DIR_FD.swap(-1, Ordering::AcqRel),
+        ] {
+            if fd >= 0 {
+                libc::close(fd);
+            }
+        }
+    }
+    let old = [
+        QUARANTINE[0].swap(base as u64, Ordering::AcqRel),
+        QUARANTINE[1].swap(len as u64, Ordering::AcqRel),
+    ];
+    if old[0] != 0 {
+        // SAFETY: the range a lane closed before this one left; nothing points into it now.
+        unsafe { libc::munmap(old[0] as *mut libc::c_void, old[1] as usize) };
     }
 }
 
@@ -384,11 +464,14 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     }
     // A lane that cannot be made whole is taken away again: no empty file left in the session,
     // no descriptor or mapping of it left for the fallback to memory to trip on.
+    // What BASE pointed at before (null, or what a closed lane left): put back on failure.
+    let previous = BASE.load(Ordering::Relaxed);
     let give_up = |e: std::io::Error| {
-        let base = BASE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        ACTIVE.store(false, Ordering::Release);
         // SAFETY: our own descriptor, mapping and file name in our directory.
         unsafe {
-            if !base.is_null() && FD.load(Ordering::Relaxed) == fd {
+            if FD.load(Ordering::Relaxed) == fd {
+                let base = BASE.swap(previous, Ordering::AcqRel);
                 libc::munmap(
                     base.cast(),
                     LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE,
@@ -414,6 +497,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     }
     FD.store(fd, Ordering::Release);
     BASE.store(base, Ordering::Release);
+    ACTIVE.store(true, Ordering::Release);
     init_header(setup, parent);
     if !grow(FIRST_CHUNKS, Wait::Yes) {
         return give_up(std::io::Error::from_raw_os_error(libc::ENOSPC));
@@ -423,24 +507,10 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
 
 /// Writes `<pid>.<n>.lane` and a NUL into `out`; returns its length without the NUL.
 fn lane_name(out: &mut [u8; 64], pid: u32, n: u32) -> usize {
-    fn put_num(out: &mut [u8], mut v: u32) -> usize {
-        let mut digits = [0u8; 10];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        out[..digits.len() - i].copy_from_slice(&digits[i..]);
-        digits.len() - i
-    }
-    let mut at = put_num(out, pid);
+    let mut at = crate::note::put_decimal(out, pid);
     out[at] = b'.';
     at += 1;
-    at += put_num(&mut out[at..], n);
+    at += crate::note::put_decimal(&mut out[at..], n);
     out[at..at + 5].copy_from_slice(b".lane");
     at + 5
 }
@@ -578,6 +648,7 @@ pub(crate) fn after_fork() -> bool {
     }
     if !ok {
         // Nothing of the child is recorded rather than written into the parent's lane.
+        ACTIVE.store(false, Ordering::Release);
         BASE.store(std::ptr::null_mut(), Ordering::Release);
         FD.store(-1, Ordering::Relaxed);
     }

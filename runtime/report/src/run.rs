@@ -45,7 +45,8 @@ pub enum KeepArg {
 }
 
 impl KeepArg {
-    fn keep(self) -> Keep {
+    /// The keep mode it names.
+    pub fn keep(self) -> Keep {
         match self {
             KeepArg::Start => Keep::Start,
             KeepArg::Last => Keep::Last,
@@ -459,8 +460,8 @@ impl Status {
     }
 }
 
-/// The session directory `bootprof run` owns, and its `session` file.
-struct Session {
+/// The session directory `bootprof run` (or `bootprof attach`) owns, and its `session` file.
+pub(crate) struct Session {
     /// Absolute, so processes that change directory still find it.
     dir: PathBuf,
     file: std::fs::File,
@@ -469,7 +470,7 @@ struct Session {
 
 impl Session {
     /// Creates `dir` (never one that exists, readable by its user only) and its session file.
-    fn create(dir: &Path, keep: Keep) -> Result<Session, String> {
+    pub(crate) fn create(dir: &Path, keep: Keep) -> Result<Session, String> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -504,7 +505,7 @@ impl Session {
 
     /// Removes the session directory and its session file, all there is before the program
     /// runs.
-    fn discard(&self) {
+    pub(crate) fn discard(&self) {
         let _ = std::fs::remove_file(self.dir.join("session"));
         let _ = std::fs::remove_dir(&self.dir);
     }
@@ -515,7 +516,7 @@ impl Session {
         let _ = self.file.write_all_at(&self.header.encode(), 0);
     }
 
-    fn started(&mut self, root: u32) {
+    pub(crate) fn started(&mut self, root: u32) {
         self.header.root_pid = root;
         self.write();
     }
@@ -602,8 +603,20 @@ impl Session {
         self.write();
     }
 
+    /// The session's end, when `bootprof attach` detached from its process (which ran on).
+    pub(crate) fn detached(&mut self) {
+        self.header.end = crate::session::clocks_now();
+        self.header.root_end = (End::Detached as u32, 0);
+        self.write();
+    }
+
+    /// The session directory (absolute).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Lane files in the session.
-    fn lanes(&self) -> usize {
+    pub(crate) fn lanes(&self) -> usize {
         std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
