@@ -26,11 +26,17 @@ use std::path::PathBuf;
 struct Lane {
     file: std::fs::File,
     map: Option<memmap2::Mmap>,
-    /// Site id -> (function name, probe name, function start, is a hook).
-    sites: HashMap<u32, (String, String, u64, bool)>,
+    /// Site id -> its names.
+    sites: HashMap<u32, SiteNames>,
     /// Function starts, sorted, with their names (for a hook's caller).
     functions: Vec<(u64, String)>,
     threads: HashMap<u32, String>,
+    /// Threads whose name the program gave (it outranks the kernel's, as in the reports).
+    named: std::collections::HashSet<u32>,
+    /// The process's name (its executable's), for its main thread before it is named.
+    name: String,
+    /// Whether its end was seen.
+    ended: bool,
     /// Metadata chunks read.
     metas: std::collections::HashSet<u64>,
     /// Data chunk -> (records its thread wrote before it, slots read).
@@ -40,29 +46,56 @@ struct Lane {
     start_tsc: u64,
     start_ns: u64,
     dropped: u64,
+    pid: u32,
+    /// The lane this process was forked from (its sites are this one's too).
+    parent: Option<PathBuf>,
 }
+
+/// A site's names as the text report shows them: its function, its probe, whether it is a
+/// function hook.
+type SiteNames = (String, String, bool);
 
 /// A session followed live.
 pub struct Live {
     dir: PathBuf,
     lanes: HashMap<PathBuf, Lane>,
-    /// TSC and nanoseconds of the first lane's start: time 0 of the lines.
+    /// TSC and nanoseconds of the session's start: time 0 of the lines.
     zero: Option<(u64, u64)>,
+    /// The TSC's rate, measured when following began (until it can be measured from `zero`).
+    hz: f64,
+    /// Thread -> the annotated regions open on it (for a region's parent).
+    regions: HashMap<u32, Vec<String>>,
     shown: u64,
     lost: u64,
     dropped: u64,
 }
 
-/// A record found by a poll: time, lane, thread, the record.
-type Found = (u64, PathBuf, u32, fmt::SlotRecord);
+/// What a poll found: a thread's record, or where a process ended (`exit 0`, ...).
+enum Item {
+    Record(u32, fmt::SlotRecord),
+    End(String),
+}
+
+/// What a poll found, with its time and lane.
+type Found = (u64, PathBuf, Item);
 
 impl Live {
     /// Follows the session directory `dir`.
     pub fn new(dir: PathBuf) -> Live {
+        let then = crate::session::clocks_now();
+        std::thread::sleep(std::time::Duration::from_millis(6));
+        let now = crate::session::clocks_now();
+        let hz = (now.0 - then.0) as f64 * 1e9 / (now.1 - then.1).max(1) as f64;
+        let zero = std::fs::read(dir.join("session"))
+            .ok()
+            .and_then(|b| fmt::SessionHeader::decode(&b).ok())
+            .map(|h| h.start);
         Live {
             dir,
             lanes: HashMap::new(),
-            zero: None,
+            zero,
+            hz,
+            regions: HashMap::new(),
             shown: 0,
             lost: 0,
             dropped: 0,
@@ -78,7 +111,7 @@ impl Live {
                 let Some(lane) = Lane::open(&path) else {
                     continue;
                 };
-                if self.zero.is_none_or(|z| lane.start_tsc < z.0) {
+                if self.zero.is_none() {
                     self.zero = Some((lane.start_tsc, lane.start_ns));
                 }
                 self.lanes.insert(path.clone(), lane);
@@ -102,13 +135,115 @@ impl Live {
                 let _ = writeln!(out, "LOST {dropped} RECORDS (dropped: the buffer was full)");
             }
         }
-        for (tsc, path, tid, r) in &found {
-            let lane = &self.lanes[path];
-            let line = lane.line(self.zero, *tsc, *tid, r);
+        if let Some((t0, n0)) = self.zero {
+            let (t1, n1) = crate::session::clocks_now();
+            if n1.saturating_sub(n0) > 100_000_000 {
+                self.hz = t1.saturating_sub(t0) as f64 * 1e9 / (n1 - n0) as f64;
+            }
+        }
+        for (tsc, path, item) in &found {
+            let line = match item {
+                Item::Record(tid, r) => {
+                    self.shown += 1;
+                    self.line(path, *tsc, *tid, r)
+                }
+                Item::End(ending) => self.end_line(path, *tsc, ending),
+            };
             let _ = out.write_all(line.as_bytes());
-            self.shown += 1;
         }
         let _ = out.flush();
+    }
+
+    /// The names of site `id` of the lane at `path` (or of the lane it was forked from).
+    fn site(&self, path: &std::path::Path, id: u32) -> Option<&SiteNames> {
+        let mut lane = self.lanes.get(path)?;
+        for _ in 0..64 {
+            if let Some(s) = lane.sites.get(&id) {
+                return Some(s);
+            }
+            lane = self.lanes.get(lane.parent.as_ref()?)?;
+        }
+        None
+    }
+
+    /// The TASK-PID (TGID) column of thread `tid` of the lane at `path`, and the time column
+    /// of `tsc`, as the text report writes them.
+    fn context(&self, path: &std::path::Path, tid: u32, tsc: u64) -> String {
+        let lane = &self.lanes[path];
+        let name = match lane.threads.get(&tid) {
+            Some(name) => name.as_str(),
+            None if tid == lane.pid => lane.name.as_str(),
+            None => "<...>",
+        };
+        self.context_named(path, name, tid, tsc)
+    }
+
+    /// [`Live::context`] with the task's name given.
+    fn context_named(&self, path: &std::path::Path, name: &str, tid: u32, tsc: u64) -> String {
+        let zero = self.zero.map_or(0, |z| z.0);
+        let ns = (tsc.saturating_sub(zero) as f64 * 1e9 / self.hz) as u64;
+        let lane = &self.lanes[path];
+        let mut task = format!("{name:>16}-{tid:<7}");
+        if self.lanes.len() > 1 {
+            task = format!("{task} ({:>7})", lane.pid);
+        }
+        format!(
+            "{task} [000] {:>6}.{:06}: ",
+            ns / 1_000_000_000,
+            ns % 1_000_000_000 / 1000
+        )
+    }
+
+    /// `PROCESS END exit 0`, where the process of the lane at `path` ended (shown, as the text
+    /// report shows it, in a session of several processes or for a process that crashed).
+    fn end_line(&self, path: &std::path::Path, tsc: u64, ending: &str) -> String {
+        if self.lanes.len() < 2 && !ending.starts_with("killed") {
+            return String::new();
+        }
+        let lane = &self.lanes[path];
+        let context = self.context_named(path, &lane.name, lane.pid, tsc);
+        format!("{context}PROCESS END {ending}\n")
+    }
+
+    /// The record's line, as the text report writes it.
+    fn line(&mut self, path: &std::path::Path, tsc: u64, tid: u32, r: &fmt::SlotRecord) -> String {
+        let context = self.context(path, tid, tsc);
+        let lane = &self.lanes[path];
+        let (func, other, hook) = self
+            .site(path, r.site)
+            .map_or(("?".into(), "?".into(), false), |(f, o, h)| {
+                (f.clone(), o.clone(), *h)
+            });
+        let regions = self.regions.entry(tid).or_default();
+        let what = match r.kind {
+            RecordKind::Enter if hook && r.arg != 0 => match lane.caller(r.arg) {
+                Some(c) => format!("{func} <-{c}"),
+                None => format!("{func} <-{:#x}", r.arg),
+            },
+            RecordKind::Enter if hook => func,
+            RecordKind::Enter => {
+                let text = match regions.last() {
+                    Some(parent) => format!("{func} <-{parent}"),
+                    None => func.clone(),
+                };
+                regions.push(func);
+                text
+            }
+            RecordKind::Exit => {
+                if let Some(i) = regions.iter().rposition(|n| *n == func) {
+                    regions.truncate(i);
+                }
+                format!("EXIT {func}")
+            }
+            RecordKind::Event => format!("EVENT {other} arg={:#x}", r.arg),
+            RecordKind::Frame => format!(" => {:#x}", r.arg),
+            RecordKind::Thread => format!(
+                "THREAD {}",
+                lane.threads.get(&tid).map_or("-", String::as_str)
+            ),
+            kind => format!("{} {other}", kind.name()),
+        };
+        format!("{context}{what}\n")
     }
 
     /// Says on stderr how many records were shown, lost and dropped.
@@ -136,11 +271,12 @@ fn lane_files(dir: &std::path::Path) -> Vec<PathBuf> {
 impl Lane {
     fn open(path: &std::path::Path) -> Option<Lane> {
         let file = std::fs::File::open(path).ok()?;
-        let mut header = [0u8; 64];
+        let mut header = [0u8; LANE_HEADER_SIZE];
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).ok()?;
         if header[..8] != fmt::LANE_MAGIC {
             return None;
         }
+        let parent = fmt::c_string(&header, field::PARENT_LANE, 64);
         Some(Lane {
             file,
             map: None,
@@ -153,6 +289,21 @@ impl Lane {
             start_tsc: u64_at(&header, field::START_TSC),
             start_ns: u64_at(&header, field::START_NS),
             dropped: 0,
+            named: Default::default(),
+            name: {
+                let exe = fmt::c_string(&header, field::EXE, header.len() - field::EXE);
+                let exe = String::from_utf8_lossy(exe);
+                exe.rsplit('/')
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(15)
+                    .collect()
+            },
+            ended: false,
+            pid: bootprof_format::le::u32_at(&header, field::PID),
+            parent: (!parent.is_empty())
+                .then(|| path.with_file_name(String::from_utf8_lossy(parent).into_owned())),
         })
     }
 
@@ -178,6 +329,21 @@ impl Lane {
             }
         }
         let dropped = if map.len() >= LANE_HEADER_SIZE {
+            let end = u64_at(&map, field::END_TSC);
+            if end != 0 && !self.ended {
+                self.ended = true;
+                let kind = fmt::End::from_u32(bootprof_format::le::u32_at(&map, field::END_KIND));
+                let code = bootprof_format::le::u32_at(&map, field::END_CODE);
+                let ending = match kind {
+                    fmt::End::Exit => Some(crate::process::Ending::Exit(code)),
+                    fmt::End::Signal => Some(crate::process::Ending::Signal(code)),
+                    fmt::End::Detached => Some(crate::process::Ending::Detached),
+                    fmt::End::Unknown => None,
+                };
+                if let Some(e) = ending {
+                    found.push((end, path.to_path_buf(), Item::End(e.to_string())));
+                }
+            }
             u64_at(&map, field::DROPPED)
         } else {
             0
@@ -219,7 +385,7 @@ impl Lane {
                 let lost = before.saturating_sub(*seen);
                 let end = committed(slots, done);
                 fmt::slot_records(base, &slots[done * SLOT_SIZE..end * SLOT_SIZE], |r| {
-                    found.push((r.tsc, path.to_path_buf(), tid, r))
+                    found.push((r.tsc, path.to_path_buf(), Item::Record(tid, r)))
                 });
                 *seen = (*seen).max(before + end as u64);
                 self.progress.insert(k, (before, end));
@@ -246,11 +412,16 @@ impl Lane {
                         self.functions.push((start, func.clone()));
                     }
                     self.sites
-                        .insert(site.id, (func, other, start, site.kind.is_hook()));
+                        .insert(site.id, (func, other, site.kind.is_hook()));
                 }
-                Meta::Thread { tid, name, .. } => {
-                    self.threads
-                        .insert(tid, String::from_utf8_lossy(name).into_owned());
+                Meta::Thread { tid, name, given } => {
+                    if given || !self.named.contains(&tid) {
+                        self.threads
+                            .insert(tid, String::from_utf8_lossy(name).into_owned());
+                    }
+                    if given {
+                        self.named.insert(tid);
+                    }
                 }
                 Meta::Counts { .. } => {}
             }
@@ -259,57 +430,11 @@ impl Lane {
         self.functions.dedup_by_key(|f| f.0);
     }
 
-    /// The record's line, as the text report writes it.
-    fn line(&self, zero: Option<(u64, u64)>, tsc: u64, tid: u32, r: &fmt::SlotRecord) -> String {
-        let ns = self.ns(zero, tsc);
-        let task = format!(
-            "{:>16}-{:<7}",
-            self.threads.get(&tid).map_or("<...>", String::as_str),
-            tid
-        );
-        let (func, other, hook) = self
-            .sites
-            .get(&r.site)
-            .map_or(("?", "?", false), |(f, o, _, h)| {
-                (f.as_str(), o.as_str(), *h)
-            });
-        let what = match r.kind {
-            RecordKind::Enter if hook && r.arg != 0 => match self.caller(r.arg) {
-                Some(c) => format!("{func} <-{c}"),
-                None => format!("{func} <-{:#x}", r.arg),
-            },
-            RecordKind::Enter => func.to_string(),
-            RecordKind::Exit => format!("EXIT {func}"),
-            RecordKind::Event => format!("EVENT {other} arg={:#x}", r.arg),
-            RecordKind::Frame => format!(" => {:#x}", r.arg),
-            kind => format!("{} {other}", kind.name()),
-        };
-        format!(
-            "{task} [000] {:>6}.{:06}: {what}\n",
-            ns / 1_000_000_000,
-            ns % 1_000_000_000 / 1000
-        )
-    }
-
     /// The instrumented function holding `address` (not more than 64 KiB past its start).
     fn caller(&self, address: u64) -> Option<&str> {
         let i = self.functions.partition_point(|f| f.0 <= address);
         let (start, name) = self.functions.get(i.checked_sub(1)?)?;
         (address - start < crate::model::FRAME_REACH).then_some(name.as_str())
-    }
-
-    /// Nanoseconds from `zero` to `tsc`, at the TSC's rate measured from the lane's start to now.
-    fn ns(&self, zero: Option<(u64, u64)>, tsc: u64) -> u64 {
-        let (zero_tsc, _) = zero.unwrap_or((self.start_tsc, self.start_ns));
-        let (now_tsc, now_ns) = crate::session::clocks_now();
-        let ticks = now_tsc.saturating_sub(self.start_tsc) as f64;
-        let elapsed = now_ns.saturating_sub(self.start_ns) as f64;
-        let hz = if elapsed > 1e6 && ticks > 0.0 {
-            ticks * 1e9 / elapsed
-        } else {
-            1e9
-        };
-        (tsc.saturating_sub(zero_tsc) as f64 * 1e9 / hz) as u64
     }
 }
 

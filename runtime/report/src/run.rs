@@ -128,6 +128,11 @@ pub struct RunOptions {
     /// when the program ends; `bootprof report --format counts` prints it again.
     #[arg(long, conflicts_with_all = ["keep", "buffer", "points", "latency"])]
     pub count: bool,
+    /// Print the records as they arrive (at most about 20 ms after they are written), in the
+    /// text report's format, while the program runs; records the reader could not keep up
+    /// with are counted and shown (`LOST N RECORDS`).
+    #[arg(long, conflicts_with = "count")]
+    pub live: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -191,6 +196,7 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
         latency,
         count,
         command,
+        live: options_live,
         ..
     } = options;
     // Orphaned descendants come to us, so their ends are known too.
@@ -203,7 +209,12 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
     })?;
     let root = child.id();
     session.started(root);
-    let status = session.wait_for(root);
+    let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone()));
+    let status = session.wait_for(root, live.as_mut());
+    if let Some(live) = live.as_mut() {
+        live.poll();
+        live.finish();
+    }
     session.finish(status);
     let lanes = session.lanes();
     let given = [
@@ -522,18 +533,26 @@ impl Session {
     }
 
     /// Reaps every process that ends until `root` does (orphans come here too), writing each
-    /// one's end into its lane; then the orphans that have ended already.
-    fn wait_for(&mut self, root: u32) -> Status {
+    /// one's end into its lane; then the orphans that have ended already. With `live`, prints
+    /// the records as they arrive meanwhile.
+    fn wait_for(&mut self, root: u32, mut live: Option<&mut crate::live::Live>) -> Status {
         let mut root_status = None;
         loop {
             let mut raw = 0;
-            let flags = if root_status.is_some() {
+            let flags = if root_status.is_some() || live.is_some() {
                 libc::WNOHANG
             } else {
                 0
             };
             // SAFETY: waitpid writes the status we own.
             let pid = unsafe { libc::waitpid(-1, &mut raw, flags) };
+            if pid == 0 && root_status.is_none() {
+                if let Some(live) = live.as_deref_mut() {
+                    live.poll();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+            }
             if pid <= 0 {
                 if pid < 0
                     && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
