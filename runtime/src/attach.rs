@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How long the listener waits for the client that knocked to connect.
 const CONNECT_WAIT_MS: i32 = 10_000;
@@ -79,7 +79,10 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
     std::ptr::null_mut()
 }
 
-/// Listens on the socket for the client that knocked, checks who it is, and talks with it.
+/// Listens on the socket for the client that knocked and for any that come while one is
+/// connected (`bootprof list --pid` during an attach), each served by a thread of its own once
+/// its credentials are checked; ends when the last one has gone (or when none came within
+/// [`CONNECT_WAIT_MS`]).
 fn serve() -> Result<(), String> {
     // SAFETY: no preconditions.
     let (euid, pid) = unsafe { (libc::geteuid(), libc::getpid() as u32) };
@@ -97,12 +100,43 @@ fn serve() -> Result<(), String> {
     let listener = UnixListener::bind(&path)
         .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
     let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-    let client = accept_one(&listener, &path);
+    let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    let mut served = false;
+    let mut idle_since = std::time::Instant::now();
+    loop {
+        if let Some(stream) = accept_within(&listener, 100) {
+            served |= admit(stream, euid, pid, &active, &mut threads);
+        }
+        if active.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            idle_since = std::time::Instant::now();
+            continue;
+        }
+        let patience = if served { 0 } else { CONNECT_WAIT_MS as u128 };
+        if idle_since.elapsed().as_millis() >= patience {
+            break;
+        }
+    }
     let _ = std::fs::remove_file(&path);
-    drop(listener);
-    let Some(mut stream) = client else {
-        return Ok(());
-    };
+    // Whoever connected before the name was gone is served all the same.
+    while let Some(stream) = accept_within(&listener, 0) {
+        admit(stream, euid, pid, &active, &mut threads);
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+/// Serves `stream` on a thread of its own if its peer is the process's user or root (true),
+/// else tells it why not.
+fn admit(
+    mut stream: UnixStream,
+    euid: u32,
+    pid: u32,
+    active: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    threads: &mut Vec<std::thread::JoinHandle<()>>,
+) -> bool {
     match peer_uid(&stream) {
         Some(uid) if uid == euid || uid == 0 => {}
         uid => {
@@ -111,29 +145,42 @@ fn serve() -> Result<(), String> {
                 stream,
                 "error permission denied: process {pid} belongs to user {euid}, not to {who}"
             );
-            return Ok(());
+            return false;
         }
     }
-    Session::default().talk(stream);
-    Ok(())
+    let ours = active.clone();
+    active.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let spawned = std::thread::Builder::new()
+        .name("bootprof-attach".into())
+        .spawn(move || {
+            Session::default().talk(stream);
+            ours.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        });
+    match spawned {
+        Ok(t) => threads.push(t),
+        Err(e) => {
+            active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            note(&format!("attach: cannot start a thread: {e}"));
+        }
+    }
+    true
 }
 
-/// The first client to connect within [`CONNECT_WAIT_MS`], if one does.
-fn accept_one(listener: &UnixListener, path: &Path) -> Option<UnixStream> {
+/// A client that connects within `ms` milliseconds, if one does.
+fn accept_within(listener: &UnixListener, ms: i32) -> Option<UnixStream> {
     let mut fds = libc::pollfd {
         fd: listener.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: one pollfd we own.
-    let ready = unsafe { libc::poll(&mut fds, 1, CONNECT_WAIT_MS) };
-    if ready != 1 {
+    if unsafe { libc::poll(&mut fds, 1, ms) } != 1 {
         return None;
     }
     match listener.accept() {
         Ok((stream, _)) => Some(stream),
         Err(e) => {
-            note(&format!("attach: accepting on {}: {e}", path.display()));
+            note(&format!("attach: accepting a connection: {e}"));
             None
         }
     }

@@ -26,9 +26,18 @@ static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Counts the lanes closed: a thread whose chunk belongs to an older lane forgets it.
 static GENERATION: AtomicU32 = AtomicU32::new(0);
-/// The range a closed lane left behind (anonymous memory in its place), unmapped when the
-/// next lane closes: by then no thread can still be inside a record it began in that lane.
-static QUARANTINE: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+/// The address ranges attach lanes use in turn, (start, length) each, 0 until first used: a
+/// range, once reserved, is never unmapped (a closed lane leaves anonymous memory in its place),
+/// so a thread held up in the middle of a record across any number of attaches writes into
+/// memory that is there, never crashes; and it is used again only [`RANGES`] lanes later, so
+/// that such a late write lands in a later lane only if its thread was held up for that many
+/// attaches.
+static ATTACH_RANGES: [[AtomicU64; 2]; RANGES] =
+    [const { [const { AtomicU64::new(0) }; 2] }; RANGES];
+/// How many ranges attach lanes take turns in.
+const RANGES: usize = 4;
+/// The range the next attach lane uses.
+static NEXT_RANGE: AtomicU32 = AtomicU32::new(0);
 /// Chunks the mapping may ever hold.
 static MAX_CHUNKS: AtomicU64 = AtomicU64::new(0);
 static GROWING: AtomicBool = AtomicBool::new(false);
@@ -301,7 +310,7 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
         match open_dir(dir) {
             Ok(dir_fd) => {
                 DIR_FD.store(dir_fd, Ordering::Relaxed);
-                match new_lane(setup, None) {
+                match new_lane(setup, None, None) {
                     Ok(()) => return Ok(()),
                     Err(e) => problem = Some(format!("cannot create a lane in {dir:?}: {e}")),
                 }
@@ -309,7 +318,7 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
             Err(e) => problem = Some(format!("cannot use the session directory {dir:?}: {e}")),
         }
     }
-    let base = reserve(-1).ok_or("cannot reserve memory for the record buffer")?;
+    let base = reserve(-1, None).ok_or("cannot reserve memory for the record buffer")?;
     BASE.store(base, Ordering::Release);
     ACTIVE.store(true, Ordering::Release);
     init_header(setup, None);
@@ -331,7 +340,8 @@ pub(crate) fn create_lane(setup: Setup, dir: &std::ffi::OsStr) -> std::io::Resul
     KEEP.store(setup.keep as u32, Ordering::Relaxed);
     let dir_fd = open_dir(dir)?;
     DIR_FD.store(dir_fd, Ordering::Relaxed);
-    new_lane(setup, None).inspect_err(|_| {
+    let range = NEXT_RANGE.fetch_add(1, Ordering::Relaxed) as usize % RANGES;
+    new_lane(setup, None, Some(range)).inspect_err(|_| {
         DIR_FD.store(-1, Ordering::Relaxed);
         // SAFETY: our own descriptor.
         unsafe { libc::close(dir_fd) };
@@ -339,9 +349,9 @@ pub(crate) fn create_lane(setup: Setup, dir: &std::ffi::OsStr) -> std::io::Resul
 }
 
 /// Ends the lane: writes `end` into it (unless an end is there), then lets it go. Anonymous
-/// memory takes the lane's place in the address space at once, so a thread still writing a
-/// record it began writes there, not into the file; threads forget their chunks at their next
-/// record ([`generation`]). The range of the lane closed before this one is unmapped now.
+/// memory takes the lane's place in the address space at once (see [`ATTACH_RANGES`]), so a
+/// thread still writing a record it began writes there, not into the file; threads forget
+/// their chunks at their next record ([`generation`]).
 ///
 /// `end` is `None` in a fork child: the mapping is its parent's lane, which it must not write.
 pub(crate) fn close(end: Option<fmt::End>) {
@@ -355,18 +365,11 @@ pub(crate) fn close(end: Option<fmt::End>) {
     GENERATION.fetch_add(1, Ordering::AcqRel);
     let base = BASE.load(Ordering::Acquire);
     let len = LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
-    // SAFETY: replaces our own mapping by anonymous memory of the same size, in place
-    // (MAP_FIXED over a range we own); then closes our own descriptors.
+    // SAFETY: replaces our own mapping by anonymous memory of the same size, in place; then
+    // closes our own descriptors.
     unsafe {
-        let placed = libc::mmap(
-            base.cast(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-            -1,
-            0,
-        );
-        debug_assert!(placed == base.cast());
+        let placed = anonymous_over(base, len);
+        debug_assert!(placed);
         for fd in [
             FD.swap(-1, Ordering::AcqRel),
             DIR_FD.swap(-1, Ordering::AcqRel),
@@ -376,14 +379,25 @@ pub(crate) fn close(end: Option<fmt::End>) {
             }
         }
     }
-    let old = [
-        QUARANTINE[0].swap(base as u64, Ordering::AcqRel),
-        QUARANTINE[1].swap(len as u64, Ordering::AcqRel),
-    ];
-    if old[0] != 0 {
-        // SAFETY: the range a lane closed before this one left; nothing points into it now.
-        unsafe { libc::munmap(old[0] as *mut libc::c_void, old[1] as usize) };
-    }
+}
+
+/// Puts anonymous memory (reserved, not committed) over `len` bytes at `base`, in place.
+///
+/// # Safety
+/// `base..base + len` is a mapping of ours that nothing needs the contents of.
+unsafe fn anonymous_over(base: *mut u8, len: usize) -> bool {
+    // SAFETY: per the contract; MAP_FIXED over our own range.
+    let placed = unsafe {
+        libc::mmap(
+            base.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    placed == base.cast()
 }
 
 fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
@@ -402,40 +416,60 @@ fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
     Ok(fd)
 }
 
-/// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives.
-fn reserve(fd: libc::c_int) -> Option<*mut u8> {
-    for len in RESERVE {
-        let flags = if fd >= 0 {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
-        } | libc::MAP_NORESERVE;
-        // SAFETY: a new mapping; nothing else is at the address the kernel picks.
+/// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives
+/// or, for attach lane range `range`, over that range (reserved the first time).
+fn reserve(fd: libc::c_int, range: Option<usize>) -> Option<*mut u8> {
+    let flags = if fd >= 0 {
+        libc::MAP_SHARED
+    } else {
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
+    } | libc::MAP_NORESERVE;
+    let map = |at: *mut u8, len: usize, fixed: libc::c_int| {
+        // SAFETY: a new mapping where the kernel picks, or over an attach range of ours that
+        // holds no lane now (MAP_FIXED).
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                at.cast(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                flags | fixed,
                 fd,
                 0,
             )
         };
-        if p != libc::MAP_FAILED {
-            MAX_CHUNKS.store(
-                ((len - LANE_HEADER_SIZE) / CHUNK_SIZE) as u64,
-                Ordering::Relaxed,
-            );
-            return Some(p.cast());
+        (p != libc::MAP_FAILED).then(|| {
+            let chunks = ((len - LANE_HEADER_SIZE) / CHUNK_SIZE) as u64;
+            MAX_CHUNKS.store(chunks, Ordering::Relaxed);
+            p.cast::<u8>()
+        })
+    };
+    if let Some([start, len]) = range.map(|r| &ATTACH_RANGES[r]) {
+        let (at, n) = (start.load(Ordering::Relaxed), len.load(Ordering::Relaxed));
+        if at != 0 {
+            return map(at as *mut u8, n as usize, libc::MAP_FIXED);
         }
+        let p = RESERVE
+            .iter()
+            .find_map(|&n| Some((map(std::ptr::null_mut(), n, 0)?, n)))?;
+        start.store(p.0 as u64, Ordering::Relaxed);
+        len.store(p.1 as u64, Ordering::Relaxed);
+        return Some(p.0);
     }
-    None
+    RESERVE
+        .iter()
+        .find_map(|&n| map(std::ptr::null_mut(), n, 0))
 }
 
 /// Creates, maps and fills in this process's lane file in the session directory; `parent` is the
 /// name and claimed chunks of the lane this process was forked from. Async-signal-safe enough for
 /// a fork child: system calls and stack buffers only.
-fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()> {
+///
+/// `range` is the attach lane range to map it over, if it is an attach's.
+fn new_lane(
+    setup: Setup,
+    parent: Option<([u8; 64], u64)>,
+    range: Option<usize>,
+) -> std::io::Result<()> {
     let dir = DIR_FD.load(Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
@@ -472,10 +506,14 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
         unsafe {
             if FD.load(Ordering::Relaxed) == fd {
                 let base = BASE.swap(previous, Ordering::AcqRel);
-                libc::munmap(
-                    base.cast(),
-                    LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE,
-                );
+                let len =
+                    LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
+                // An attach range stays ours, and mapped.
+                if range.is_some() {
+                    anonymous_over(base, len);
+                } else {
+                    libc::munmap(base.cast(), len);
+                }
             }
             FD.store(-1, Ordering::Relaxed);
             libc::close(fd);
@@ -487,7 +525,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     if unsafe { libc::ftruncate(fd, LANE_HEADER_SIZE as libc::off_t) } != 0 {
         return give_up(std::io::Error::last_os_error());
     }
-    let Some(base) = reserve(fd) else {
+    let Some(base) = reserve(fd, range) else {
         return give_up(std::io::Error::last_os_error());
     };
     for (i, w) in NAME.iter().enumerate() {
@@ -637,7 +675,7 @@ pub(crate) fn after_fork() -> bool {
     for (i, w) in NAME.iter().enumerate() {
         name[i * 8..i * 8 + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
-    let ok = new_lane(setup, Some((name, parent_chunks))).is_ok();
+    let ok = new_lane(setup, Some((name, parent_chunks)), None).is_ok();
     // SAFETY: the parent's mapping and descriptor are no use to the child; nothing of ours
     // points into the old mapping any more (the recorder forgets its cursors).
     unsafe {

@@ -267,6 +267,11 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
         // The lane this thread's chunk was in is closed (an attach ended): start afresh.
         forget_thread_cursor();
         LANE.with(|l| l.set(lane));
+        if tsc < buffer::word(field::START_TSC).load(Ordering::Relaxed) {
+            // A hit from before this lane began (its thread was held up on its way here since
+            // an earlier attach): not this lane's to hold. Its thread's later hits are later.
+            return;
+        }
     }
     if site.id > MAX_SITE_ID {
         // A record names its site in 24 bits; one that cannot is dropped, and counted.
@@ -381,6 +386,11 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
         Keep::All => buffer::claim(1)?,
         Keep::Last => ring_chunk()?,
     };
+    if buffer::generation() != LANE.with(Cell::get) {
+        // The lane closed, and perhaps another began, since this record began: the chunk just
+        // claimed may be the new lane's, which is not this record's.
+        return None;
+    }
     if first && before == 0 {
         THREADS.fetch_add(1, Ordering::Relaxed);
         name_thread(tid);

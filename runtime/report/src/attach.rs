@@ -109,7 +109,7 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
     );
     let mut live = options
         .live
-        .then(|| crate::live::Live::new(session.dir().to_path_buf()));
+        .then(|| crate::live::Live::new(session.dir().to_path_buf(), false));
     let until = options
         .duration
         .map(|ns| Instant::now() + Duration::from_nanos(ns));

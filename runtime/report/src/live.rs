@@ -65,6 +65,8 @@ pub struct Live {
     hz: f64,
     /// Thread -> the annotated regions open on it (for a region's parent).
     regions: HashMap<u32, Vec<String>>,
+    /// Whether every line shows its process id.
+    tgid: bool,
     shown: u64,
     lost: u64,
     dropped: u64,
@@ -80,8 +82,10 @@ enum Item {
 type Found = (u64, PathBuf, Item);
 
 impl Live {
-    /// Follows the session directory `dir`.
-    pub fn new(dir: PathBuf) -> Live {
+    /// Follows the session directory `dir`; `tgid`: every line shows its process id (the TGID
+    /// column), as the text report does for a session of several processes, which a session
+    /// that may gain processes (`bootprof run`'s) may become.
+    pub fn new(dir: PathBuf, tgid: bool) -> Live {
         let then = crate::session::clocks_now();
         std::thread::sleep(std::time::Duration::from_millis(6));
         let now = crate::session::clocks_now();
@@ -96,6 +100,7 @@ impl Live {
             zero,
             hz,
             regions: HashMap::new(),
+            tgid,
             shown: 0,
             lost: 0,
             dropped: 0,
@@ -184,7 +189,7 @@ impl Live {
         let ns = (tsc.saturating_sub(zero) as f64 * 1e9 / self.hz) as u64;
         let lane = &self.lanes[path];
         let mut task = format!("{name:>16}-{tid:<7}");
-        if self.lanes.len() > 1 {
+        if self.tgid || self.lanes.len() > 1 {
             task = format!("{task} ({:>7})", lane.pid);
         }
         format!(
@@ -197,7 +202,7 @@ impl Live {
     /// `PROCESS END exit 0`, where the process of the lane at `path` ended (shown, as the text
     /// report shows it, in a session of several processes or for a process that crashed).
     fn end_line(&self, path: &std::path::Path, tsc: u64, ending: &str) -> String {
-        if self.lanes.len() < 2 && !ending.starts_with("killed") {
+        if !self.tgid && self.lanes.len() < 2 && !ending.starts_with("killed") {
             return String::new();
         }
         let lane = &self.lanes[path];

@@ -129,8 +129,9 @@ pub struct RunOptions {
     #[arg(long, conflicts_with_all = ["keep", "buffer", "points", "latency"])]
     pub count: bool,
     /// Print the records as they arrive (at most about 20 ms after they are written), in the
-    /// text report's format, while the program runs; records the reader could not keep up
-    /// with are counted and shown (`LOST N RECORDS`).
+    /// text report's format with the process id of each line (as `--options record-tgid`
+    /// shows it), while the program runs; records the reader could not keep up with are
+    /// counted and shown (`LOST N RECORDS`).
     #[arg(long, conflicts_with = "count")]
     pub live: bool,
     /// The program and its arguments.
@@ -209,7 +210,7 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
     })?;
     let root = child.id();
     session.started(root);
-    let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone()));
+    let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone(), true));
     let status = session.wait_for(root, live.as_mut());
     if let Some(live) = live.as_mut() {
         live.poll();
