@@ -295,11 +295,12 @@ impl Session {
     /// Stops recording, disables every site this attach enabled and checks that each holds its
     /// NOP again: `ok RESTORED NOT_RESTORED`.
     fn detach(&mut self) -> String {
-        let restored = registry::restore(&self.enabled);
+        // The lane first: once a client sees the sites disabled, the session is whole.
         if self.recording {
             recorder::stop_attached();
             self.recording = false;
         }
+        let restored = registry::restore(&self.enabled);
         let registered = site::lock().sites.clone();
         let not_restored = self
             .enabled

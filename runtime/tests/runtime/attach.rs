@@ -517,3 +517,45 @@ fn the_live_view_shows_what_the_session_holds() {
     let report = super::report_of(&dir, "text");
     assert_eq!(strip(&live), strip(&report));
 }
+
+/// Ctrl-C (SIGINT) detaches as --duration does; bootprof killed (SIGKILL) leaves the runtime
+/// to detach by itself when the connection breaks: the sites it enabled are disabled again.
+#[test]
+fn ctrl_c_detaches_and_so_does_killing_bootprof() {
+    let w = Work::new("attach-kill");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let pid = t.pid.to_string();
+    // Waits until `bootprof list --pid` says that some sites are enabled (`on`), or none.
+    let enabled = |on: bool| {
+        for _ in 0..250 {
+            let listing = ok(&bootprof(&["list", "--pid", &pid]));
+            if listing.contains(" 0 enabled;") != on {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("never {}", if on { "enabled" } else { "disabled again" });
+    };
+    for (signal, code) in [("INT", Some(0)), ("KILL", None)] {
+        let dir = w.path(signal);
+        let client = Command::new(tools().join("bootprof"))
+            .args(["attach", &pid, "-e", "attach:even", "-o"])
+            .arg(&dir)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        enabled(true);
+        Command::new("kill")
+            .args([&format!("-{signal}"), &client.id().to_string()])
+            .status()
+            .unwrap();
+        let o = client.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), code, "{}", stderr(&o));
+        enabled(false);
+        assert_eq!(t.text_differences(), 0, "after SIG{signal}");
+        let got = events(&dir);
+        assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
+    }
+    t.finish();
+}
