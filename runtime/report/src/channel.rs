@@ -40,6 +40,9 @@ impl Target {
     pub fn of(pid: u32, signal: Option<&str>) -> Result<Target, String> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
             .map_err(|_| format!("no process {pid}"))?;
+        if status.lines().any(|l| l.starts_with("State:\tZ")) {
+            return Err(format!("process {pid} has ended"));
+        }
         let ids = |key: &str| -> Vec<u32> {
             status
                 .lines()
