@@ -37,7 +37,7 @@ use bootprof_format::lane::{
 };
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
@@ -47,7 +47,10 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// Whether the lane is one an attach had made ([`start_attached`]): closed when it detaches,
 /// let go in a fork child.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
-static FULL: AtomicBool = AtomicBool::new(false);
+/// Keep-start: the lane (`buffer::generation`) that is full, if one is (`u32::MAX` for none).
+/// Tagged with its lane: a thread held up in the middle of a record while an attach ended must
+/// not find the next attach's lane full.
+static FULL: AtomicU32 = AtomicU32::new(u32::MAX);
 /// Records dropped by this process (the lane's header has the same count).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Data chunks handed out (keep-start stops at the lane's limit).
@@ -367,13 +370,14 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
     BEFORE.with(|b| b.set(before));
     let k = match buffer::keep() {
         Keep::Start => {
-            if FULL.load(Ordering::Relaxed) {
+            let lane = LANE.with(Cell::get);
+            if FULL.load(Ordering::Relaxed) == lane {
                 return None;
             }
             let limit = buffer::word(field::LIMIT_CHUNKS).load(Ordering::Relaxed);
             let nth = DATA_CHUNKS.fetch_add(1, Ordering::Relaxed);
             if nth >= limit {
-                FULL.store(true, Ordering::Relaxed);
+                FULL.store(lane, Ordering::Relaxed);
                 return None;
             }
             if nth + 1 == limit {
@@ -461,7 +465,7 @@ fn forget_thread_cursor() {
 fn forget_lane_totals() {
     DATA_CHUNKS.store(0, Ordering::Relaxed);
     THREADS.store(0, Ordering::Relaxed);
-    FULL.store(false, Ordering::Relaxed);
+    FULL.store(u32::MAX, Ordering::Relaxed);
 }
 
 /// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
