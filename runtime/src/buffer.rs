@@ -18,8 +18,26 @@ use crate::clock::{monotonic_ns, rdtsc, realtime_ns};
 use bootprof_format::lane::{self as fmt, field, Keep, CHUNK_SIZE, LANE_HEADER_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-/// Start of the mapping (the lane header); null until a buffer exists.
+/// Start of the mapping (the lane header); null until a buffer exists. After [`close`] it
+/// points at what took the closed lane's place (anonymous memory), never at nothing, so that a
+/// thread still on its way through a record writes into memory that is there.
 static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether the buffer at `BASE` is in use (false after [`close`]).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Counts the lanes closed: a thread whose chunk belongs to an older lane forgets it.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// The address ranges attach lanes use in turn, (start, length) each, 0 until first used: a
+/// range, once reserved, is never unmapped (a closed lane leaves anonymous memory in its place),
+/// so a thread held up in the middle of a record across any number of attaches writes into
+/// memory that is there, never crashes; and it is used again only [`RANGES`] lanes later, so
+/// that such a late write lands in a later lane only if its thread was held up for that many
+/// attaches.
+static ATTACH_RANGES: [[AtomicU64; 2]; RANGES] =
+    [const { [const { AtomicU64::new(0) }; 2] }; RANGES];
+/// How many ranges attach lanes take turns in.
+const RANGES: usize = 4;
+/// The range the next attach lane uses.
+static NEXT_RANGE: AtomicU32 = AtomicU32::new(0);
 /// Chunks the mapping may ever hold.
 static MAX_CHUNKS: AtomicU64 = AtomicU64::new(0);
 static GROWING: AtomicBool = AtomicBool::new(false);
@@ -52,7 +70,13 @@ pub(crate) struct Setup {
 /// Whether a buffer exists.
 #[inline]
 pub(crate) fn exists() -> bool {
-    !BASE.load(Ordering::Relaxed).is_null()
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Which lane the buffer is: a thread's chunk in an older one is no longer its to fill.
+#[inline]
+pub(crate) fn generation() -> u32 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// The keep mode of the buffer.
@@ -286,7 +310,7 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
         match open_dir(dir) {
             Ok(dir_fd) => {
                 DIR_FD.store(dir_fd, Ordering::Relaxed);
-                match new_lane(setup, None) {
+                match new_lane(setup, None, None) {
                     Ok(()) => return Ok(()),
                     Err(e) => problem = Some(format!("cannot create a lane in {dir:?}: {e}")),
                 }
@@ -294,8 +318,9 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
             Err(e) => problem = Some(format!("cannot use the session directory {dir:?}: {e}")),
         }
     }
-    let base = reserve(-1).ok_or("cannot reserve memory for the record buffer")?;
+    let base = reserve(-1, None).ok_or("cannot reserve memory for the record buffer")?;
     BASE.store(base, Ordering::Release);
+    ACTIVE.store(true, Ordering::Release);
     init_header(setup, None);
     if !grow(FIRST_CHUNKS, Wait::Yes) {
         return Err("cannot populate the record buffer".into());
@@ -304,6 +329,75 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
         Some(p) => Err(format!("{p}; recording in memory instead")),
         None => Ok(()),
     }
+}
+
+/// Creates the buffer as a lane file in the session directory `dir`, or fails (no recording into
+/// memory instead): what `bootprof attach` asks for, once per attach.
+pub(crate) fn create_lane(setup: Setup, dir: &std::ffi::OsStr) -> std::io::Result<()> {
+    if exists() {
+        return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    KEEP.store(setup.keep as u32, Ordering::Relaxed);
+    let dir_fd = open_dir(dir)?;
+    DIR_FD.store(dir_fd, Ordering::Relaxed);
+    let range = NEXT_RANGE.fetch_add(1, Ordering::Relaxed) as usize % RANGES;
+    new_lane(setup, None, Some(range)).inspect_err(|_| {
+        DIR_FD.store(-1, Ordering::Relaxed);
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(dir_fd) };
+    })
+}
+
+/// Ends the lane: writes `end` into it (unless an end is there), then lets it go. Anonymous
+/// memory takes the lane's place in the address space at once (see [`ATTACH_RANGES`]), so a
+/// thread still writing a record it began writes there, not into the file; threads forget
+/// their chunks at their next record ([`generation`]).
+///
+/// `end` is `None` in a fork child: the mapping is its parent's lane, which it must not write.
+pub(crate) fn close(end: Option<fmt::End>) {
+    if !exists() {
+        return;
+    }
+    if let Some(end) = end {
+        set_end(end, 0);
+    }
+    ACTIVE.store(false, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    let base = BASE.load(Ordering::Acquire);
+    let len = LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
+    // SAFETY: replaces our own mapping by anonymous memory of the same size, in place; then
+    // closes our own descriptors.
+    unsafe {
+        let placed = anonymous_over(base, len);
+        debug_assert!(placed);
+        for fd in [
+            FD.swap(-1, Ordering::AcqRel),
+            DIR_FD.swap(-1, Ordering::AcqRel),
+        ] {
+            if fd >= 0 {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// Puts anonymous memory (reserved, not committed) over `len` bytes at `base`, in place.
+///
+/// # Safety
+/// `base..base + len` is a mapping of ours that nothing needs the contents of.
+unsafe fn anonymous_over(base: *mut u8, len: usize) -> bool {
+    // SAFETY: per the contract; MAP_FIXED over our own range.
+    let placed = unsafe {
+        libc::mmap(
+            base.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    placed == base.cast()
 }
 
 fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
@@ -353,40 +447,60 @@ fn out_of_the_way(fd: libc::c_int) -> libc::c_int {
     }
 }
 
-/// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives.
-fn reserve(fd: libc::c_int) -> Option<*mut u8> {
-    for len in RESERVE {
-        let flags = if fd >= 0 {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
-        } | libc::MAP_NORESERVE;
-        // SAFETY: a new mapping; nothing else is at the address the kernel picks.
+/// Maps `fd` (or anonymous memory for -1) over the largest range of [`RESERVE`] the system gives
+/// or, for attach lane range `range`, over that range (reserved the first time).
+fn reserve(fd: libc::c_int, range: Option<usize>) -> Option<*mut u8> {
+    let flags = if fd >= 0 {
+        libc::MAP_SHARED
+    } else {
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS
+    } | libc::MAP_NORESERVE;
+    let map = |at: *mut u8, len: usize, fixed: libc::c_int| {
+        // SAFETY: a new mapping where the kernel picks, or over an attach range of ours that
+        // holds no lane now (MAP_FIXED).
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                at.cast(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                flags | fixed,
                 fd,
                 0,
             )
         };
-        if p != libc::MAP_FAILED {
-            MAX_CHUNKS.store(
-                ((len - LANE_HEADER_SIZE) / CHUNK_SIZE) as u64,
-                Ordering::Relaxed,
-            );
-            return Some(p.cast());
+        (p != libc::MAP_FAILED).then(|| {
+            let chunks = ((len - LANE_HEADER_SIZE) / CHUNK_SIZE) as u64;
+            MAX_CHUNKS.store(chunks, Ordering::Relaxed);
+            p.cast::<u8>()
+        })
+    };
+    if let Some([start, len]) = range.map(|r| &ATTACH_RANGES[r]) {
+        let (at, n) = (start.load(Ordering::Relaxed), len.load(Ordering::Relaxed));
+        if at != 0 {
+            return map(at as *mut u8, n as usize, libc::MAP_FIXED);
         }
+        let p = RESERVE
+            .iter()
+            .find_map(|&n| Some((map(std::ptr::null_mut(), n, 0)?, n)))?;
+        start.store(p.0 as u64, Ordering::Relaxed);
+        len.store(p.1 as u64, Ordering::Relaxed);
+        return Some(p.0);
     }
-    None
+    RESERVE
+        .iter()
+        .find_map(|&n| map(std::ptr::null_mut(), n, 0))
 }
 
 /// Creates, maps and fills in this process's lane file in the session directory; `parent` is the
 /// name and claimed chunks of the lane this process was forked from. Async-signal-safe enough for
 /// a fork child: system calls and stack buffers only.
-fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()> {
+///
+/// `range` is the attach lane range to map it over, if it is an attach's.
+fn new_lane(
+    setup: Setup,
+    parent: Option<([u8; 64], u64)>,
+    range: Option<usize>,
+) -> std::io::Result<()> {
     let dir = DIR_FD.load(Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
@@ -416,15 +530,22 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     let fd = out_of_the_way(fd);
     // A lane that cannot be made whole is taken away again: no empty file left in the session,
     // no descriptor or mapping of it left for the fallback to memory to trip on.
+    // What BASE pointed at before (null, or what a closed lane left): put back on failure.
+    let previous = BASE.load(Ordering::Relaxed);
     let give_up = |e: std::io::Error| {
-        let base = BASE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        ACTIVE.store(false, Ordering::Release);
         // SAFETY: our own descriptor, mapping and file name in our directory.
         unsafe {
-            if !base.is_null() && FD.load(Ordering::Relaxed) == fd {
-                libc::munmap(
-                    base.cast(),
-                    LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE,
-                );
+            if FD.load(Ordering::Relaxed) == fd {
+                let base = BASE.swap(previous, Ordering::AcqRel);
+                let len =
+                    LANE_HEADER_SIZE + MAX_CHUNKS.load(Ordering::Relaxed) as usize * CHUNK_SIZE;
+                // An attach range stays ours, and mapped.
+                if range.is_some() {
+                    anonymous_over(base, len);
+                } else {
+                    libc::munmap(base.cast(), len);
+                }
             }
             FD.store(-1, Ordering::Relaxed);
             libc::close(fd);
@@ -436,7 +557,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     if unsafe { libc::ftruncate(fd, LANE_HEADER_SIZE as libc::off_t) } != 0 {
         return give_up(std::io::Error::last_os_error());
     }
-    let Some(base) = reserve(fd) else {
+    let Some(base) = reserve(fd, range) else {
         return give_up(std::io::Error::last_os_error());
     };
     for (i, w) in NAME.iter().enumerate() {
@@ -446,6 +567,7 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
     }
     FD.store(fd, Ordering::Release);
     BASE.store(base, Ordering::Release);
+    ACTIVE.store(true, Ordering::Release);
     init_header(setup, parent);
     if !grow(FIRST_CHUNKS, Wait::Yes) {
         return give_up(std::io::Error::from_raw_os_error(libc::ENOSPC));
@@ -455,24 +577,10 @@ fn new_lane(setup: Setup, parent: Option<([u8; 64], u64)>) -> std::io::Result<()
 
 /// Writes `<pid>.<n>.lane` and a NUL into `out`; returns its length without the NUL.
 fn lane_name(out: &mut [u8; 64], pid: u32, n: u32) -> usize {
-    fn put_num(out: &mut [u8], mut v: u32) -> usize {
-        let mut digits = [0u8; 10];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        out[..digits.len() - i].copy_from_slice(&digits[i..]);
-        digits.len() - i
-    }
-    let mut at = put_num(out, pid);
+    let mut at = crate::note::put_decimal(out, pid);
     out[at] = b'.';
     at += 1;
-    at += put_num(&mut out[at..], n);
+    at += crate::note::put_decimal(&mut out[at..], n);
     out[at..at + 5].copy_from_slice(b".lane");
     at + 5
 }
@@ -599,7 +707,7 @@ pub(crate) fn after_fork() -> bool {
     for (i, w) in NAME.iter().enumerate() {
         name[i * 8..i * 8 + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
-    let ok = new_lane(setup, Some((name, parent_chunks))).is_ok();
+    let ok = new_lane(setup, Some((name, parent_chunks)), None).is_ok();
     // SAFETY: the parent's mapping and descriptor are no use to the child; nothing of ours
     // points into the old mapping any more (the recorder forgets its cursors).
     unsafe {
@@ -610,6 +718,7 @@ pub(crate) fn after_fork() -> bool {
     }
     if !ok {
         // Nothing of the child is recorded rather than written into the parent's lane.
+        ACTIVE.store(false, Ordering::Release);
         BASE.store(std::ptr::null_mut(), Ordering::Release);
         FD.store(-1, Ordering::Relaxed);
     }

@@ -65,6 +65,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
     crate::api::apply_environment();
+    crate::attach::init_from_environment();
 }
 
 /// Forgets an object's sites (its destructor calls this: a library being `dlclose`d), putting

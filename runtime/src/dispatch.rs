@@ -140,6 +140,12 @@ fn fire_handlers(
     }
     site.count(exactly);
     let tsc = rdtsc();
+    if record && site.state() == site::DISABLED {
+        // Disabled since this thread came in (it was held up on its way, in a call-mode stub
+        // or the trap handler): the hit belongs to the time the site was on, which its record
+        // would misdate, perhaps into the lane of a later attach.
+        record = false;
+    }
     let tid = tid();
     let mut parent = if slot != 0 {
         // SAFETY: a hook's slot is the word its function returns through, on the program's stack.

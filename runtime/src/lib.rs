@@ -9,12 +9,13 @@
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
 //! The modules form layers, each using only the ones below it: [`text`], `clock`,
-//! `note` (stderr), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
+//! `note` (stderr), `sigchain` (signals that are not ours, on to the program's disposition),
+//! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
 //! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
 //! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
 //! `latency` (intervals and kept windows) -> [`recorder`] -> `filter` (calls kept by depth
 //! and duration) -> [`graph`] (function exits by return hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
-//! here) -> [`capi`]. Nothing below imports this root.
+//! here) -> `attach` (`bootprof attach`'s conversation with the program) -> [`capi`]. Nothing below imports this root.
 //!
 //! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled),
 //! `BOOTPROF_STACKTRACE="pattern,..."` (enabled, and each hit's record followed by its call
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod api;
+mod attach;
 mod buffer;
 pub mod capi;
 mod clock;
@@ -33,12 +35,14 @@ mod counts;
 pub mod dispatch;
 mod filter;
 pub mod graph;
+mod knock;
 pub(crate) mod latency;
 mod macros;
 mod note;
 pub use bootprof_format::pattern;
 pub mod recorder;
 pub mod registry;
+mod sigchain;
 mod site;
 pub mod text;
 mod thread;

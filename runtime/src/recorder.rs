@@ -37,14 +37,20 @@ use bootprof_format::lane::{
 };
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
 
 /// Whether recording was ever started (a counting process's dump writes no empty trace).
 static STARTED: AtomicBool = AtomicBool::new(false);
-static FULL: AtomicBool = AtomicBool::new(false);
+/// Whether the lane is one an attach had made ([`start_attached`]): closed when it detaches,
+/// let go in a fork child.
+static ATTACHED: AtomicBool = AtomicBool::new(false);
+/// Keep-start: the lane (`buffer::generation`) that is full, if one is (`u32::MAX` for none).
+/// Tagged with its lane: a thread held up in the middle of a record while an attach ended must
+/// not find the next attach's lane full.
+static FULL: AtomicU32 = AtomicU32::new(u32::MAX);
 /// Records dropped by this process (the lane's header has the same count).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Data chunks handed out (keep-start stops at the lane's limit).
@@ -67,6 +73,8 @@ thread_local! {
     static RING: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
     /// Keep-last: this thread's ring's place in the table worst-interval tracing reads.
     static RING_SLOT: Cell<Option<usize>> = const { Cell::new(None) };
+    /// The lane (`buffer::generation`) this thread's chunk and ring are in.
+    static LANE: Cell<u32> = const { Cell::new(0) };
     /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
     static STACK: Cell<usize> = const { Cell::new(0) };
     static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = const { [const { Cell::new((0, 0)) }; STACK_DEPTH] };
@@ -134,11 +142,69 @@ fn open(capacity: usize, keep: Keep) -> bool {
             return false;
         }
     }
-    install_process_hooks();
+    install_process_hooks(true);
     let reg = site::lock();
     describe_sites(&reg.sites);
     crate::latency::setup();
     true
+}
+
+/// Starts recording, for `bootprof attach`, into a new lane in the session directory `dir`
+/// (`keep` and `capacity` as `BOOTPROF_KEEP` and `BOOTPROF_BUFFER` say them); an error when the
+/// process records or counts on its own already, or when the lane cannot be made.
+pub(crate) fn start_attached(
+    dir: &std::ffi::OsStr,
+    keep: Keep,
+    capacity: usize,
+) -> Result<(), String> {
+    if buffer::exists() || site::counting() {
+        return Err(
+            "the program records (or counts) hits on its own already: attach without \
+                    recording, or to a program that does not"
+                .into(),
+        );
+    }
+    let chunks = capacity.div_ceil(RECORDS_PER_CHUNK).max(1) as u64;
+    CAPACITY.store(capacity as u64, Ordering::Relaxed);
+    forget_lane_totals();
+    DROPPED.store(0, Ordering::Relaxed);
+    let setup = buffer::Setup {
+        keep,
+        limit_chunks: chunks,
+    };
+    buffer::create_lane(setup, dir).map_err(|e| {
+        format!(
+            "cannot create a lane in {}: {e}",
+            std::path::Path::new(dir).display()
+        )
+    })?;
+    ATTACHED.store(true, Ordering::Release);
+    // No handlers for fatal signals: an attach changes no disposition of the program's.
+    install_process_hooks(false);
+    describe_sites(&site::lock().sites);
+    STARTED.store(true, Ordering::Relaxed);
+    site::set_hit_path(site::RECORDS, true);
+    Ok(())
+}
+
+/// Stops the recording [`start_attached`] started and closes its lane: what it holds ends where
+/// the attach ended (`End::Detached`, after every record begun before it).
+pub(crate) fn stop_attached() {
+    if !ATTACHED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    site::set_hit_path(site::RECORDS, false);
+    // A hit that saw recording on as it was turned off finishes its record meanwhile, so that
+    // the end written below comes after every record in the lane.
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let hz = measured_hz();
+    if hz != 0 {
+        buffer::word(field::TSC_HZ).store(hz, Ordering::Relaxed);
+    }
+    if THREADS.load(Ordering::Relaxed) > 1 {
+        name_threads();
+    }
+    buffer::close(Some(lane::End::Detached));
 }
 
 /// The capacity `BOOTPROF_BUFFER` asks for (a positive number of records), else the default.
@@ -198,6 +264,17 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
     }
     if !buffer::exists() {
         return;
+    }
+    let lane = buffer::generation();
+    if LANE.with(Cell::get) != lane {
+        // The lane this thread's chunk was in is closed (an attach ended): start afresh.
+        forget_thread_cursor();
+        LANE.with(|l| l.set(lane));
+        if tsc < buffer::word(field::START_TSC).load(Ordering::Relaxed) {
+            // A hit from before this lane began (its thread was held up on its way here since
+            // an earlier attach): not this lane's to hold. Its thread's later hits are later.
+            return;
+        }
     }
     if site.id > MAX_SITE_ID {
         // A record names its site in 24 bits; one that cannot is dropped, and counted.
@@ -293,13 +370,14 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
     BEFORE.with(|b| b.set(before));
     let k = match buffer::keep() {
         Keep::Start => {
-            if FULL.load(Ordering::Relaxed) {
+            let lane = LANE.with(Cell::get);
+            if FULL.load(Ordering::Relaxed) == lane {
                 return None;
             }
             let limit = buffer::word(field::LIMIT_CHUNKS).load(Ordering::Relaxed);
             let nth = DATA_CHUNKS.fetch_add(1, Ordering::Relaxed);
             if nth >= limit {
-                FULL.store(true, Ordering::Relaxed);
+                FULL.store(lane, Ordering::Relaxed);
                 return None;
             }
             if nth + 1 == limit {
@@ -312,6 +390,11 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
         Keep::All => buffer::claim(1)?,
         Keep::Last => ring_chunk()?,
     };
+    if buffer::generation() != LANE.with(Cell::get) {
+        // The lane closed, and perhaps another began, since this record began: the chunk just
+        // claimed may be the new lane's, which is not this record's.
+        return None;
+    }
     if first && before == 0 {
         THREADS.fetch_add(1, Ordering::Relaxed);
         name_thread(tid);
@@ -363,15 +446,26 @@ fn name_thread(tid: u32) {
     write_meta(&blob[..n]);
 }
 
-/// Forgets this thread's chunk and ring (in a fork child, whose lane is new).
+/// Forgets this thread's chunk and ring, and the lane's totals (in a fork child, whose lane is
+/// new).
 fn forget_cursor() {
+    forget_thread_cursor();
+    forget_lane_totals();
+}
+
+/// Forgets this thread's chunk and ring.
+fn forget_thread_cursor() {
     CURSOR.with(|c| c.set((0, 0, 0)));
     BEFORE.with(|b| b.set(0));
     RING.with(|r| r.set((0, 0, 0)));
     RING_SLOT.with(|r| r.set(None));
+}
+
+/// Forgets what the recorder counted of the lane (for a new one).
+fn forget_lane_totals() {
     DATA_CHUNKS.store(0, Ordering::Relaxed);
     THREADS.store(0, Ordering::Relaxed);
-    FULL.store(false, Ordering::Relaxed);
+    FULL.store(u32::MAX, Ordering::Relaxed);
 }
 
 /// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
@@ -786,10 +880,14 @@ extern "C" {
 /// [`FATAL_SIGNALS`] still at its default action, which writes the signal into the lane and
 /// raises it again with the default action, so the process ends as it would have); a counting
 /// process writes its counts just before either.
-fn install_process_hooks() {
+fn install_process_hooks(fatal_signals: bool) {
     extern "C" fn child() {
         forget_cursor();
-        if !buffer::after_fork() {
+        if ATTACHED.swap(false, Ordering::AcqRel) {
+            // The attach is the parent's: its lane is not the child's to write into.
+            site::set_hit_path(site::RECORDS, false);
+            buffer::close(None);
+        } else if !buffer::after_fork() {
             site::set_hit_path(site::RECORDS, false);
         } else if buffer::exists() {
             crate::latency::setup();
@@ -827,12 +925,13 @@ fn install_process_hooks() {
             libc::raise(sig);
         }
     }
+    static ONCE: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers handlers with no preconditions.
-    unsafe {
+    ONCE.call_once(|| unsafe {
         libc::pthread_atfork(None, None, Some(child));
         on_exit(exited, std::ptr::null_mut());
-    }
-    if !buffer::in_session() {
+    });
+    if !buffer::in_session() || !fatal_signals {
         return;
     }
     for sig in FATAL_SIGNALS {

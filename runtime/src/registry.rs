@@ -206,6 +206,53 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
         .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
         .filter(|s| s.state() != target_state(s, to))
         .collect();
+    switch_locked(chosen, to)
+}
+
+/// Enables in `mode`, for `bootprof attach`, the sites matching one of `patterns` and none of
+/// `notrace` (nor of the program's notrace patterns) that are disabled now; returns them: the
+/// sites this caller alone turned on, for [`restore`] to turn off again.
+pub(crate) fn enable_disabled(
+    patterns: &[Pattern],
+    notrace: &[Pattern],
+    mode: Mode,
+) -> Result<Vec<&'static SiteRec>, Error> {
+    let reg = lock();
+    let chosen: Vec<&'static SiteRec> = reg
+        .sites
+        .iter()
+        .copied()
+        .filter(|s| s.state() == DISABLED && patterns.iter().any(|p| s.matches(p)))
+        .filter(|s| !notrace.iter().chain(&reg.notrace).any(|n| s.matches(n)))
+        .collect();
+    switch_locked(chosen.clone(), mode as u8)?;
+    Ok(chosen)
+}
+
+/// Disables those of `sites` that are still registered and enabled (the program may have
+/// disabled some itself meanwhile, or unloaded their object); returns how many it disabled.
+pub(crate) fn restore(sites: &[&'static SiteRec]) -> Result<usize, Error> {
+    let reg = lock();
+    let chosen: Vec<&'static SiteRec> = sites
+        .iter()
+        .copied()
+        .filter(|s| s.state() != DISABLED && reg.sites.iter().any(|r| std::ptr::eq(*r, *s)))
+        .collect();
+    switch_locked(chosen, DISABLED)
+}
+
+/// Whether the code at `site` is exactly its NOP, as the file holds it.
+pub(crate) fn holds_nop(site: &SiteRec) -> bool {
+    let len = site.site_len();
+    // SAFETY: a registered site is `len` bytes of the loaded object's code, readable while the
+    // object is loaded.
+    let now = unsafe { std::slice::from_raw_parts(site.addr as *const u8, len) };
+    now == &site.nop[..len]
+}
+
+/// Moves every site of `chosen` to the state `to` in one batch (see [`set_state`]); the
+/// registry's lock is held by the caller. Returns how many sites changed.
+fn switch_locked(chosen: Vec<&'static SiteRec>, to: u8) -> Result<usize, Error> {
     if chosen.is_empty() {
         return Ok(0);
     }

@@ -138,37 +138,8 @@ fn resume(site: &SiteRec, g: &mut [libc::greg_t; 23], enabled: bool) {
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let prev = PREVIOUS.load(Ordering::Acquire);
     // SAFETY: set once before our handler was installed, never freed.
-    let Some(prev) = (unsafe { prev.as_ref() }) else {
-        return default_action(sig);
-    };
-    match prev.sa_sigaction {
-        libc::SIG_IGN => {}
-        libc::SIG_DFL => default_action(sig),
-        f if prev.sa_flags & libc::SA_SIGINFO != 0 => {
-            // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                unsafe { std::mem::transmute(f) };
-            f(sig, info, ctx);
-        }
-        f => {
-            // SAFETY: the previous handler was installed as a plain handler.
-            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
-            f(sig);
-        }
-    }
-}
-
-/// The default action of SIGTRAP (terminate with a core dump), as if we were not there.
-fn default_action(sig: libc::c_int) {
-    // SAFETY: resets the disposition and re-raises: the process ends as it would have.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(sig);
+    match unsafe { prev.as_ref() } {
+        Some(prev) => crate::sigchain::chain(prev, false, sig, info, ctx),
+        None => crate::sigchain::default_action(sig),
     }
 }

@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 // More tests, in files of their own (the C programs they run are in `tests/runtime/`).
+#[path = "runtime/attach.rs"]
+mod attach;
 #[path = "runtime/count.rs"]
 mod count;
 #[path = "runtime/filter.rs"]

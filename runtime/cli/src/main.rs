@@ -1,6 +1,7 @@
 //! `bootprof`: the user-facing command, a thin layer over `bootprof-report`. `bootprof run`
-//! records a program, `bootprof list` prints a binary's probe-site table, `bootprof report` turns
-//! a trace into a report.
+//! records a program, `bootprof attach` one that runs already, `bootprof list` prints a binary's
+//! probe-site table (or a running process's, with its sites' states), `bootprof report` turns a
+//! trace into a report.
 
 use bootprof_report::run::RunOptions;
 use bootprof_report::Format;
@@ -23,7 +24,9 @@ enum Command {
     /// when the program ends). The programs must have been linked by bootprof-link.
     Run(RunOptions),
     /// Print the probe-site table of a linked executable or shared object, and check that every
-    /// site holds its NOP (exit status 1 if one does not, or if the binary has no site table).
+    /// site holds its NOP (exit status 1 if one does not, or if the binary has no site table);
+    /// with --pid, the live state of every site of a running process (enabled or not, mode, hit
+    /// count), and whether each disabled one holds its NOP.
     List {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -31,9 +34,18 @@ enum Command {
         /// Show C++ and Rust functions by their symbols, not their demangled names.
         #[arg(long)]
         no_demangle: bool,
+        /// A running process (linked by bootprof-link) to ask, instead of a file.
+        #[arg(long, value_name = "PID", conflicts_with = "binary")]
+        pid: Option<u32>,
         /// The executable or shared object.
-        binary: PathBuf,
+        #[arg(required_unless_present = "pid")]
+        binary: Option<PathBuf>,
     },
+    /// Attach to a running program linked by bootprof-link: enable the chosen sites, record
+    /// their hits into a new session directory, and detach (after --duration, on Ctrl-C, or
+    /// when bootprof is killed), which disables exactly the sites this attach enabled and
+    /// checks that each holds its NOP again. The program runs on; attach again at will.
+    Attach(bootprof_report::attach::AttachOptions),
     /// Turn a session (`bootprof run`'s directory), one lane file or a single trace file
     /// (`bootprof.<pid>.trace`) into a report: ftrace-like text, Chrome trace JSON, a Perfetto
     /// trace, folded stacks, an SVG flame chart, a profile-point table, a summary, or the hit
@@ -105,11 +117,29 @@ fn main() {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },
+        Command::Attach(options) => match bootprof_report::attach::attach(options) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => fail(e),
+        },
+        Command::List {
+            json,
+            pid: Some(pid),
+            ..
+        } => {
+            let (text, all_nop) =
+                bootprof_report::attach::list_pid(pid, json, None).unwrap_or_else(|e| fail(e));
+            print!("{text}");
+            if !all_nop {
+                std::process::exit(1);
+            }
+        }
         Command::List {
             json,
             no_demangle,
             binary,
+            ..
         } => {
+            let binary = binary.unwrap_or_default();
             let mut listing = bootprof_report::list::list(&binary).unwrap_or_else(|e| fail(e));
             if !no_demangle {
                 listing.demangle_names();

@@ -216,6 +216,9 @@ pub enum End {
     Exit = 1,
     /// A signal ended it.
     Signal = 2,
+    /// Not the process's end: the end of recording into a lane that `bootprof attach` had it
+    /// make; the process went on running.
+    Detached = 3,
 }
 
 impl End {
@@ -224,6 +227,7 @@ impl End {
         match n {
             1 => End::Exit,
             2 => End::Signal,
+            3 => End::Detached,
             _ => End::Unknown,
         }
     }

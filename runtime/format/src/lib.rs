@@ -25,6 +25,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
+#[cfg(feature = "std")]
+pub mod attach;
 pub mod code;
 #[cfg(feature = "std")]
 pub mod counts;

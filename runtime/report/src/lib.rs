@@ -1,6 +1,8 @@
 //! bootprof's reports: the reading side of the probe lifecycle. [`list`] reads a linked
 //! binary's site table back and checks each site's NOP; [`run`] starts a program with the
-//! runtime's settings so that it records a trace; the rest turns a trace into reports.
+//! runtime's settings so that it records a trace; [`attach`] does the same for a program that
+//! runs already (through a [`channel`] to the runtime inside it), and [`live`] prints a
+//! session's records as they arrive; the rest turns a trace into reports.
 //!
 //! [`trace`] reads and checks the file -> [`model`] resolves names, threads and times ->
 //! [`holds`] finds the waits to blame on other threads' holds -> [`timeline`] walks the records
@@ -21,6 +23,8 @@
 // Errors are built once per failed report; their size does not matter, their context does.
 #![allow(clippy::result_large_err)]
 
+pub mod attach;
+pub mod channel;
 pub mod chrome;
 pub mod counts;
 pub mod error;
@@ -32,6 +36,7 @@ pub mod input;
 pub mod intervals;
 pub mod latency;
 pub mod list;
+pub mod live;
 pub mod missing;
 pub mod model;
 pub mod perfetto;

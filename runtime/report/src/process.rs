@@ -177,6 +177,8 @@ pub enum Ending {
     Exec,
     /// It still runs.
     Running,
+    /// `bootprof attach` detached from it: recording ended there, the process ran on.
+    Detached,
     /// It is gone without a word: its exit handlers did not run and no fatal signal it could
     /// catch ended it (`_exit`, SIGKILL, the OOM killer, or `exec` of a program without the
     /// runtime).
@@ -190,6 +192,7 @@ impl std::fmt::Display for Ending {
             Ending::Signal(sig) => write!(f, "killed by {}", signal_name(*sig)),
             Ending::Exec => f.write_str("exec"),
             Ending::Running => f.write_str("still running"),
+            Ending::Detached => f.write_str("detached"),
             Ending::Vanished => f.write_str("ended without exit handlers (_exit, SIGKILL or exec)"),
         }
     }

@@ -45,7 +45,8 @@ pub enum KeepArg {
 }
 
 impl KeepArg {
-    fn keep(self) -> Keep {
+    /// The keep mode it names.
+    pub fn keep(self) -> Keep {
         match self {
             KeepArg::Start => Keep::Start,
             KeepArg::Last => Keep::Last,
@@ -127,6 +128,12 @@ pub struct RunOptions {
     /// when the program ends; `bootprof report --format counts` prints it again.
     #[arg(long, conflicts_with_all = ["keep", "buffer", "points", "latency"])]
     pub count: bool,
+    /// Print the records as they arrive (at most about 20 ms after they are written), in the
+    /// text report's format with the process id of each line (as `--options record-tgid`
+    /// shows it), while the program runs; records the reader could not keep up with are
+    /// counted and shown (`LOST N RECORDS`).
+    #[arg(long, conflicts_with = "count")]
+    pub live: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -190,6 +197,7 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
         latency,
         count,
         command,
+        live: options_live,
         ..
     } = options;
     // Orphaned descendants come to us, so their ends are known too.
@@ -202,7 +210,12 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
     })?;
     let root = child.id();
     session.started(root);
-    let status = session.wait_for(root);
+    let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone(), true));
+    let status = session.wait_for(root, live.as_mut());
+    if let Some(live) = live.as_mut() {
+        live.poll();
+        live.finish();
+    }
     session.finish(status);
     let lanes = session.lanes();
     let given = [
@@ -459,8 +472,8 @@ impl Status {
     }
 }
 
-/// The session directory `bootprof run` owns, and its `session` file.
-struct Session {
+/// The session directory `bootprof run` (or `bootprof attach`) owns, and its `session` file.
+pub(crate) struct Session {
     /// Absolute, so processes that change directory still find it.
     dir: PathBuf,
     file: std::fs::File,
@@ -469,7 +482,7 @@ struct Session {
 
 impl Session {
     /// Creates `dir` (never one that exists, readable by its user only) and its session file.
-    fn create(dir: &Path, keep: Keep) -> Result<Session, String> {
+    pub(crate) fn create(dir: &Path, keep: Keep) -> Result<Session, String> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -504,7 +517,7 @@ impl Session {
 
     /// Removes the session directory and its session file, all there is before the program
     /// runs.
-    fn discard(&self) {
+    pub(crate) fn discard(&self) {
         let _ = std::fs::remove_file(self.dir.join("session"));
         let _ = std::fs::remove_dir(&self.dir);
     }
@@ -515,24 +528,32 @@ impl Session {
         let _ = self.file.write_all_at(&self.header.encode(), 0);
     }
 
-    fn started(&mut self, root: u32) {
+    pub(crate) fn started(&mut self, root: u32) {
         self.header.root_pid = root;
         self.write();
     }
 
     /// Reaps every process that ends until `root` does (orphans come here too), writing each
-    /// one's end into its lane; then the orphans that have ended already.
-    fn wait_for(&mut self, root: u32) -> Status {
+    /// one's end into its lane; then the orphans that have ended already. With `live`, prints
+    /// the records as they arrive meanwhile.
+    fn wait_for(&mut self, root: u32, mut live: Option<&mut crate::live::Live>) -> Status {
         let mut root_status = None;
         loop {
             let mut raw = 0;
-            let flags = if root_status.is_some() {
+            let flags = if root_status.is_some() || live.is_some() {
                 libc::WNOHANG
             } else {
                 0
             };
             // SAFETY: waitpid writes the status we own.
             let pid = unsafe { libc::waitpid(-1, &mut raw, flags) };
+            if pid == 0 && root_status.is_none() {
+                if let Some(live) = live.as_deref_mut() {
+                    live.poll();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+            }
             if pid <= 0 {
                 if pid < 0
                     && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
@@ -602,8 +623,20 @@ impl Session {
         self.write();
     }
 
+    /// The session's end, when `bootprof attach` detached from its process (which ran on).
+    pub(crate) fn detached(&mut self) {
+        self.header.end = crate::session::clocks_now();
+        self.header.root_end = (End::Detached as u32, 0);
+        self.write();
+    }
+
+    /// The session directory (absolute).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Lane files in the session.
-    fn lanes(&self) -> usize {
+    pub(crate) fn lanes(&self) -> usize {
         std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()

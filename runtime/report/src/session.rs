@@ -392,33 +392,12 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData, whose: Whose) -> u
         blob = &blob[n..];
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         match meta {
-            Meta::Site {
-                id,
-                kind,
-                func_offset,
-                address,
-                provider,
-                name,
-                function,
-            } => {
-                let Some(kind) = Kind::from_u8(kind) else {
+            Meta::Site { id, .. } => {
+                let Some(site) = site_of(&meta) else {
                     lane.process.damaged += 1;
                     continue;
                 };
-                lane.sites.insert(
-                    id,
-                    TraceSite {
-                        kind,
-                        provider: text(provider),
-                        name: text(name),
-                        function: text(function),
-                        symbol: None,
-                        func_offset,
-                        address,
-                        id,
-                        process: 0,
-                    },
-                );
+                lane.sites.insert(id, site);
             }
             Meta::Thread { tid, name, given } => {
                 // A name the program gave outranks the kernel's, whichever came later.
@@ -554,6 +533,35 @@ fn read_latency_at(chunks: &[u8], k: usize, len: u64, lane: &mut LaneData) -> us
     fmt::meta_chunks(len) as usize
 }
 
+/// The site a [`Meta::Site`] entry describes (of process 0, its symbol unknown); `None` for
+/// another entry or an unknown kind.
+pub(crate) fn site_of(meta: &Meta) -> Option<TraceSite> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let Meta::Site {
+        id,
+        kind,
+        func_offset,
+        address,
+        provider,
+        name,
+        function,
+    } = *meta
+    else {
+        return None;
+    };
+    Some(TraceSite {
+        kind: Kind::from_u8(kind)?,
+        provider: text(provider),
+        name: text(name),
+        function: text(function),
+        symbol: None,
+        func_offset,
+        address,
+        id,
+        process: 0,
+    })
+}
+
 /// How each process ended: what its parent (`bootprof run`) saw, else what the process wrote,
 /// else an `exec` when a later lane has its pid, else still running (while the session runs and
 /// the pid lives), else gone without a word.
@@ -565,6 +573,7 @@ fn settle_endings(lanes: &mut [LaneData], session: Option<&SessionHeader>) {
         let seen = |(kind, code): (u32, u32)| match End::from_u32(kind) {
             End::Exit => Some(Ending::Exit(code)),
             End::Signal => Some(Ending::Signal(code)),
+            End::Detached => Some(Ending::Detached),
             End::Unknown => None,
         };
         let later_exec = lanes[i + 1..]

@@ -4,14 +4,16 @@ shell whose error handling is siglongjmp) from Debian's source packages, built p
 from bootprof.h, jsoncpp also linked by lld), then judged by their own tests with every probe
 disabled and with every site enabled in trap mode and in call mode; the -pg -mfentry builds of
 sqlite3 and mksh also under `bootprof run --graph --mode call` (function exits by return hooking;
-mksh's sessions checked for ENTERs and EXITs that pair up on every thread).
+mksh's sessions checked for ENTERs and EXITs that pair up on every thread); and the -pg -mfentry
+sqlite3 shell attached to by `bootprof attach` while it reads its script from a pipe.
 
 usage: tests/realworld/run [--ci | --bench] [--only bzip2,lz4,sqlite3,jsoncpp,mksh] [--variants V,...]
                            [--rounds N] [--fetch-only] [--no-build] [--update-benchmarks] [--docs]
 
   --ci                 the subset CI runs: bzip2 and lz4 end to end (every variant and mode), the
                        sqlite3 shell script compared byte for byte (plain and -pg -mfentry, every
-                       mode, and -pg -mfentry under --graph), jsoncpp's ctest (plain, -pg -mfentry
+                       mode, and -pg -mfentry under --graph and attached to while it
+                       runs), jsoncpp's ctest (plain, -pg -mfentry
                        and -finstrument-functions, every mode), mksh's check.t (-pg -mfentry,
                        disabled and under --graph); small workloads, one timing round
   --bench              whole-program cost only (what disabled sites cost a real program's run):
@@ -52,6 +54,7 @@ import subprocess
 import sys
 import time
 
+from .attach import attach_shell
 from .bench import callgrind, link_times, runtimes
 from .builds import build_all, site_report
 from .checks import shell_compare, suite, testfixture
@@ -85,6 +88,10 @@ def check_program(session, prog, dirs):
         r["tests"] = suite(session, prog, dirs)
     else:
         r["shell"] = shell_compare(session, dirs)
+        if "fentry" in dirs:
+            r["attach"] = attach_shell(session, dirs["fentry"],
+                                       (WORK / "sqlite3-script.sql").read_text(),
+                                       (WORK / "sqlite3-script.out").read_bytes())
         if not session.ci:
             r["testfixture"] = testfixture(session, dirs)
     if prog == "mksh":

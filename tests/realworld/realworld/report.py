@@ -74,6 +74,16 @@ def report(results, ci):
                 L.append(f"| {prog} | {lab} | {v} | {cell(modes.get('disabled'))} | "
                          f"{cell(modes.get('trap'))} | {cell(modes.get('call'))} | "
                          f"{cell(modes.get('graph'))} |")
+    L = ["| program | attached while running | build | output | records | after detach |",
+         "|---|---|---|---|---|---|"]
+    tables.append(L)
+    for prog in PROGRAMS:
+        a = (results.get(prog) or {}).get("attach")
+        if a:
+            L.append(f"| {prog} | `bootprof attach PID -e '*' --mode call --duration 1`, the "
+                     f"script fed through a pipe | fentry | "
+                     f"{'identical' if a['identical'] else '**DIFFERS**'} | {a['records']:,} | "
+                     f"{a['list_verdict']} |")
     L = ["| program | workload | build | wall s (median) | × plain (paired) | CPU s | "
          "× plain (paired) | spread (min–max s) |",
          "|---|---|---|---|---|---|---|---|"]

@@ -1,0 +1,301 @@
+//! `bootprof attach` and `bootprof list --pid`: take a running process linked by bootprof-link;
+//! through a [`Channel`] to the runtime inside it, enable the chosen sites, record into a new
+//! session directory, and detach (at the end of `--duration`, on Ctrl-C, SIGTERM or SIGHUP, or
+//! when bootprof itself is killed: the runtime detaches when the connection breaks), which
+//! disables exactly the sites this attach enabled and checks that each holds its NOP again.
+//! The process runs on. `bootprof list --pid` prints the live state of every site.
+
+use crate::channel::Channel;
+use crate::run::{parse_duration, KeepArg, Mode, Session};
+use bootprof_format::attach::SiteLine;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What to attach to and how (the arguments of `bootprof attach`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct AttachOptions {
+    /// Patterns of the sites to enable (provider:name, or a function for hooks; `*` wildcards
+    /// at either end). Repeatable; default: every site. Sites the program enabled itself are
+    /// left as they are.
+    #[arg(short = 'e', long = "enable", value_name = "PATTERN")]
+    pub enable: Vec<String>,
+    /// Patterns of sites never to enable, even when an --enable pattern matches them.
+    #[arg(short = 'x', long = "notrace", value_name = "PATTERN")]
+    pub notrace: Vec<String>,
+    /// How enabled sites fire.
+    #[arg(long, value_enum, default_value = "trap")]
+    pub mode: Mode,
+    /// The session directory to create (it must not exist); default
+    /// `bootprof.<pid>.attach<N>.session`, N the first number free.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Detach after this long (seconds, or a duration such as 500ms); default: on Ctrl-C.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<u64>,
+    /// Which records to keep when there are more than the buffer holds (as `bootprof run`).
+    #[arg(long, value_enum, default_value = "start")]
+    pub keep: KeepArg,
+    /// Capacity of the event log, in records (per thread with --keep last).
+    #[arg(long, value_name = "RECORDS", default_value_t = 262_144)]
+    pub buffer: usize,
+    /// Print the records as they arrive, in the text report's format, while attached.
+    #[arg(long)]
+    pub live: bool,
+    /// The attach signal (URG, WINCH, USR1, USR2, RTMIN+N); default: the one the process's
+    /// environment names in BOOTPROF_ATTACH_SIGNAL, else URG.
+    #[arg(long, value_name = "SIGNAL")]
+    pub signal: Option<String>,
+    /// The process to attach to.
+    pub pid: u32,
+}
+
+/// A duration given as plain seconds (`2`, `0.5`) or with a unit (`500ms`).
+pub fn parse_seconds(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s < 1e9 => Ok((s * 1e9).round() as u64),
+        Ok(_) => Err(format!("`{text}` is not a duration from 1ns to 1e9 s")),
+        Err(_) => parse_duration(text),
+    }
+}
+
+/// Set by SIGINT, SIGTERM and SIGHUP: detach now.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Attaches, records until it is time to detach, detaches; returns the exit code (0, or 1 when
+/// a site could not be restored).
+pub fn attach(options: AttachOptions) -> Result<i32, String> {
+    let mut channel = Channel::open(options.pid, options.signal.as_deref())?;
+    let pid = options.pid;
+    let dir = match &options.output {
+        Some(d) => d.clone(),
+        None => free_session_name(pid),
+    };
+    let mut session = Session::create(&dir, options.keep.keep())?;
+    session.started(pid);
+    let prepared = channel
+        .target
+        .give_to_user(session.dir())
+        .and_then(|()| enable(&mut channel, &options, &session));
+    let enabled = match prepared {
+        Ok(n) => n,
+        Err(e) => {
+            // The runtime detaches as the connection closes; an empty session is no use.
+            drop(channel);
+            if session.lanes() == 0 {
+                session.discard();
+            }
+            return Err(e);
+        }
+    };
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+    eprintln!(
+        "bootprof: attached to process {pid}: {enabled} site{} enabled in {} mode, recording \
+         into {}; {}",
+        if enabled == 1 { "" } else { "s" },
+        options.mode.name(),
+        session.dir().display(),
+        match options.duration {
+            Some(ns) => format!("detaching after {}", crate::intervals::duration(ns as f64)),
+            None => "Ctrl-C detaches".into(),
+        }
+    );
+    let mut live = options
+        .live
+        .then(|| crate::live::Live::new(session.dir().to_path_buf(), false));
+    let until = options
+        .duration
+        .map(|ns| Instant::now() + Duration::from_nanos(ns));
+    let gone = wait(&channel, until, live.as_mut());
+    let result = if gone {
+        Err(format!("process {pid} ended while attached"))
+    } else {
+        channel.request("detach").map(|(_, ok)| ok)
+    };
+    if let Some(live) = live.as_mut() {
+        live.poll();
+        live.finish();
+    }
+    session.detached();
+    let show = session.dir().display().to_string();
+    match result {
+        Ok(ok) => {
+            let mut n = ok
+                .split_whitespace()
+                .map(|w| w.parse::<usize>().unwrap_or(0));
+            let (restored, bad) = (n.next().unwrap_or(0), n.next().unwrap_or(0));
+            eprintln!(
+                "bootprof: detached from process {pid}: {restored} site{} disabled again, \
+                 {}; read the session with `bootprof report {show}`",
+                if restored == 1 { "" } else { "s" },
+                if bad == 0 {
+                    "each holds its NOP".to_string()
+                } else {
+                    format!("{bad} do NOT hold their NOP")
+                }
+            );
+            Ok(if bad == 0 { 0 } else { 1 })
+        }
+        Err(e) => {
+            eprintln!("bootprof: {e}; the session {show} holds what it recorded until then");
+            Ok(1)
+        }
+    }
+}
+
+/// Asks the process to record into the session and to enable the chosen sites; returns how
+/// many it enabled.
+fn enable(
+    channel: &mut Channel,
+    options: &AttachOptions,
+    session: &Session,
+) -> Result<usize, String> {
+    channel.request(&format!(
+        "record {} {} {}",
+        options.keep.keep().name(),
+        options.buffer.max(1),
+        session.dir().display()
+    ))?;
+    if !options.notrace.is_empty() {
+        channel.request(&format!("notrace {}", options.notrace.join(",")))?;
+    }
+    let patterns = if options.enable.is_empty() {
+        "*".to_string()
+    } else {
+        options.enable.join(",")
+    };
+    let (_, ok) = channel.request(&format!("enable {} {patterns}", options.mode.name()))?;
+    let n = ok.trim().parse::<usize>().unwrap_or(0);
+    if n == 0 {
+        eprintln!(
+            "bootprof: warning: no disabled site of process {} matches {patterns}",
+            options.pid
+        );
+    }
+    Ok(n)
+}
+
+/// Waits until `until`, a stop signal, or the process's end (true); prints new records
+/// meanwhile when `live`.
+fn wait(
+    channel: &Channel,
+    until: Option<Instant>,
+    mut live: Option<&mut crate::live::Live>,
+) -> bool {
+    loop {
+        if STOP.load(Ordering::Relaxed) || until.is_some_and(|t| Instant::now() >= t) {
+            return false;
+        }
+        if channel.closed() {
+            return true;
+        }
+        if let Some(live) = live.as_deref_mut() {
+            live.poll();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `bootprof.<pid>.attach<N>.session`, N the first number free.
+fn free_session_name(pid: u32) -> PathBuf {
+    (1..)
+        .map(|n| PathBuf::from(format!("bootprof.{pid}.attach{n}.session")))
+        .find(|p| !p.exists())
+        .unwrap_or_default()
+}
+
+/// `bootprof list --pid PID`: every site of the running process with its state (enabled or not,
+/// mode, hits), in text or JSON; and whether every disabled site holds its NOP.
+pub fn list_pid(pid: u32, json: bool, signal: Option<&str>) -> Result<(String, bool), String> {
+    let mut channel = Channel::open(pid, signal)?;
+    let (lines, _) = channel.request("list")?;
+    drop(channel);
+    let mut sites: Vec<SiteLine> = lines.iter().filter_map(|l| SiteLine::decode(l)).collect();
+    sites.sort_by_key(|s| s.address);
+    let disabled_bad = sites
+        .iter()
+        .filter(|s| s.state == "disabled" && !s.holds_nop)
+        .count();
+    let text = if json {
+        sites_json(pid, &sites)
+    } else {
+        sites_text(&sites, disabled_bad)
+    };
+    Ok((text, disabled_bad == 0))
+}
+
+fn sites_text(sites: &[SiteLine], disabled_bad: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for s in sites {
+        let probe = if s.provider.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{}:{}", s.provider, s.name)
+        };
+        let function = match (&s.demangled, &s.function) {
+            (d, _) if !d.is_empty() => d.as_str(),
+            (_, f) if !f.is_empty() => f.as_str(),
+            _ => "?",
+        };
+        let _ = writeln!(
+            out,
+            "{:#018x} {:<10} {:<32} {}+{:#x} {} {}",
+            s.address,
+            s.kind,
+            probe,
+            function,
+            s.func_offset,
+            match s.state.as_str() {
+                "disabled" if s.holds_nop => "disabled nop".to_string(),
+                "disabled" => "disabled BAD".to_string(),
+                mode => format!("enabled {mode}"),
+            },
+            s.hits
+        );
+    }
+    let enabled = sites.iter().filter(|s| s.state != "disabled").count();
+    let _ = writeln!(
+        out,
+        "{} sites, {enabled} enabled; {}",
+        sites.len(),
+        if disabled_bad == 0 {
+            "every disabled site holds its NOP".to_string()
+        } else {
+            format!("{disabled_bad} disabled sites do not hold their NOP")
+        }
+    );
+    out
+}
+
+fn sites_json(pid: u32, sites: &[SiteLine]) -> String {
+    let rows: Vec<serde_json::Value> = sites
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "id": s.id,
+                "address": s.address,
+                "kind": s.kind,
+                "provider": (!s.provider.is_empty()).then_some(&s.provider),
+                "name": s.name,
+                "function": (!s.function.is_empty()).then_some(&s.function),
+                "demangled": (!s.demangled.is_empty()).then_some(&s.demangled),
+                "func_offset": s.func_offset,
+                "state": s.state,
+                "nop": s.holds_nop,
+                "hits": s.hits,
+            })
+        })
+        .collect();
+    let mut out =
+        serde_json::json!({ "pid": pid, "count": sites.len(), "sites": rows }).to_string();
+    out.push('\n');
+    out
+}

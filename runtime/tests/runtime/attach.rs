@@ -1,0 +1,565 @@
+//! Attaching to a running program (`bootprof attach`, `bootprof list --pid`), with
+//! `tests/runtime/attach.c` (threads firing attach:even and attach:odd with the numbers of one
+//! sequence, checking their own sums at the end): what an attach enables it records, and only
+//! while attached; on detach the program's text is the file's again, byte for byte (read from
+//! /proc/PID/mem); the program's own use of the attach signal is kept; strangers, programs in
+//! secure-execution mode and programs with attaching turned off are refused; a hundred attaches
+//! in a row; the live view prints what the session holds.
+
+use super::{ok, tools, Work, FORMS};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+/// A running attach.c.
+struct Target {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    pid: u32,
+    exe: PathBuf,
+}
+
+impl Target {
+    /// Starts `exe` with `threads` workers (through `wrapper`, e.g. setpriv, if given) and
+    /// waits for its `ready`.
+    fn start(exe: &Path, threads: u32, wrapper: &[&str], env: &[(&str, &str)]) -> Target {
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.arg(threads.to_string())
+            .envs(env.iter().copied())
+            .env_remove("BOOTPROF_ENABLE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let pid = child.id();
+        Target {
+            child,
+            out,
+            pid,
+            exe: exe.to_path_buf(),
+        }
+    }
+
+    /// Closes its input and returns what it printed after `ready` (it must exit 0).
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "{st:?}: {rest}");
+        assert!(rest.starts_with("ok "), "{rest}");
+        rest
+    }
+
+    /// Bytes of its executable's code that differ between memory and the file.
+    fn text_differences(&self) -> usize {
+        let file = std::fs::read(&self.exe).unwrap();
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap();
+        let exe = std::fs::canonicalize(&self.exe).unwrap();
+        // The load bias of a PIE: where its first mapping (file offset 0) starts.
+        let bias = maps
+            .lines()
+            .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split(' ').nth(2) == Some("00000000"))
+            .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+            .expect("the executable's first mapping");
+        let mut mem = std::fs::File::open(format!("/proc/{}/mem", self.pid)).unwrap();
+        let u64_at = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
+        let (phoff, phnum) = (
+            u64_at(0x20) as usize,
+            u16::from_le_bytes([file[0x38], file[0x39]]),
+        );
+        let mut differ = 0;
+        for i in 0..phnum as usize {
+            let ph = phoff + i * 56;
+            let (kind, flags) = (&file[ph..ph + 4], file[ph + 4]);
+            if kind != [1, 0, 0, 0] || flags & 1 == 0 {
+                continue; // not an executable PT_LOAD
+            }
+            let (offset, vaddr, size) = (u64_at(ph + 8), u64_at(ph + 16), u64_at(ph + 32));
+            let mut now = vec![0u8; size as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&mem, &mut now, bias + vaddr).unwrap();
+            let was = &file[offset as usize..(offset + size) as usize];
+            differ += now.iter().zip(was).filter(|(a, b)| a != b).count();
+        }
+        let _ = mem.read(&mut []);
+        differ
+    }
+
+    /// Whether it has a handler for signal `sig` (`SigCgt` in /proc/PID/status).
+    fn catches(&self, sig: u32) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+            .unwrap();
+        mask & (1 << (sig - 1)) != 0
+    }
+
+    /// Its threads.
+    fn threads(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/task", self.pid))
+            .unwrap()
+            .count()
+    }
+}
+
+/// A copy of `exe` in the directory `dir` of `w`, which every user may enter and run.
+fn copy_for_all(w: &Work, exe: &Path, dir: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = w.path(dir);
+    std::fs::create_dir(&bin).unwrap();
+    for d in [&w.0, &bin] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let copy = bin.join(exe.file_name().unwrap());
+    std::fs::copy(exe, &copy).unwrap();
+    copy
+}
+
+/// `bootprof ARGS`.
+fn bootprof(args: &[&str]) -> Output {
+    Command::new(tools().join("bootprof"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `bootprof attach PID OPTIONS -o DIR` (it must succeed).
+fn attach(t: &Target, dir: &Path, options: &[&str]) -> Output {
+    let pid = t.pid.to_string();
+    let mut args = vec!["attach", pid.as_str(), "-o", dir.to_str().unwrap()];
+    args.extend_from_slice(options);
+    let o = bootprof(&args);
+    ok(&o);
+    o
+}
+
+/// Every record of a session: (probe name, argument); every one an EVENT of the attach:
+/// provider, and the process's lane ended by the detach.
+fn events(dir: &Path) -> Vec<(String, u64)> {
+    timed_events(dir).0
+}
+
+/// [`events`], and the times of the records, of the lane's start and of its end (the detach).
+fn timed_events(dir: &Path) -> (Vec<(String, u64)>, Vec<u64>, u64, u64) {
+    let trace = bootprof_report::read_trace(dir).unwrap();
+    assert_eq!(trace.processes.len(), 1);
+    let p = &trace.processes[0];
+    assert_eq!(p.ending, bootprof_report::session::Ending::Detached);
+    let mut times = Vec::new();
+    let events = trace
+        .records
+        .iter()
+        .map(|r| {
+            let site = &trace.sites[r.site as usize];
+            assert_eq!(r.kind, bootprof_format::trace::RecordKind::Event);
+            assert_eq!(site.provider, "attach");
+            times.push(r.tsc);
+            (site.name.clone(), r.arg)
+        })
+        .collect();
+    (events, times, p.start_tsc, p.end_tsc.unwrap())
+}
+
+/// One attach in each mode and probe form: only the chosen sites fire, only while attached; the
+/// text is the file's before, not during, and again after; `bootprof list --pid` shows the
+/// states and hits during and after; no thread of the runtime's is left.
+#[test]
+fn an_attach_records_while_attached_and_puts_the_files_text_back() {
+    for (form, flags) in FORMS {
+        let w = Work::with(&format!("attach-{form}"), flags);
+        let exe = w.build("attach", &["attach.c"], &[], &[]);
+        let t = Target::start(&exe, 2, &[], &[]);
+        assert_eq!(t.text_differences(), 0);
+        assert_eq!(t.threads(), 3);
+        for (n, mode) in ["trap", "call"].iter().enumerate() {
+            let dir = w.path(&format!("s{n}"));
+            let mut cmd = Command::new(tools().join("bootprof"));
+            cmd.args([
+                "attach",
+                &t.pid.to_string(),
+                "-e",
+                "attach:odd",
+                "--mode",
+                mode,
+            ])
+            .args(["--duration", "0.4", "-o"])
+            .arg(&dir);
+            let during = cmd.spawn().unwrap();
+            // While attached: the sites enabled, the text changed.
+            let mut listing = String::new();
+            for _ in 0..100 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                listing = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
+                if listing.contains(" enabled ") {
+                    break;
+                }
+            }
+            let odd_sites = listing.lines().filter(|l| l.contains("attach:odd")).count();
+            assert_eq!(odd_sites, if form == "guards" { 2 } else { 1 }, "{listing}");
+            assert!(listing.contains(&format!("enabled {mode}")), "{listing}");
+            assert!(t.text_differences() > 0);
+            let o = during.wait_with_output().unwrap();
+            assert!(o.status.success(), "{form} {mode}: {}", stderr(&o));
+            assert_eq!(
+                t.text_differences(),
+                0,
+                "{form} {mode}: the text is not the file's"
+            );
+            let after = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
+            assert!(
+                after.ends_with("sites, 0 enabled; every disabled site holds its NOP\n"),
+                "{after}"
+            );
+            let got = events(&dir);
+            assert!(!got.is_empty(), "{form} {mode}: nothing recorded");
+            assert!(got.iter().all(|(name, arg)| name == "odd" && arg % 2 == 1));
+        }
+        // The listener and its conversations are gone.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(t.threads(), 3);
+        t.finish();
+    }
+}
+
+/// A SIGURG that is not a knock (no knock file) reaches the program's own handler, before and
+/// after an attach; the knocks of the attach do not.
+#[test]
+fn the_programs_own_handler_gets_the_signals_that_are_not_knocks() {
+    let w = Work::new("attach-handler");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[("ATTACH_TEST_HANDLER", "1")]);
+    let urg = |n: usize| {
+        for _ in 0..n {
+            Command::new("kill")
+                .args(["-URG", &t.pid.to_string()])
+                .status()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+    };
+    urg(3);
+    attach(&t, &w.path("s"), &["--duration", "0.1"]);
+    urg(2);
+    assert_eq!(t.text_differences(), 0);
+    let out = t.finish();
+    assert!(out.ends_with("urg 5\n"), "{out}");
+}
+
+/// Another user gets a clear error and changes nothing, whether stopped by the client (the
+/// process is not theirs) or, with the socket's own permissions out of the way, by the
+/// runtime's check of the peer's credentials; root may attach to another user's process.
+#[test]
+fn a_stranger_is_refused_and_root_is_let_in() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { super::libc_getuid() } != 0 {
+        eprintln!("skipped: needs root to play another user");
+        return;
+    }
+    let w = Work::new("attach-users");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let peer = w.path("peer");
+    let st = Command::new("cc")
+        .arg(super::root().join("tests/runtime/attach_peer.c"))
+        .arg("-o")
+        .arg(&peer)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Target::start(&exe, 2, &[], &[]);
+    let pid = t.pid.to_string();
+    let bootprof_bin = tools().join("bootprof");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bootprof_bin)
+        .args(["attach", &pid, "--duration", "0.1"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "bootprof: error: process {pid} belongs to user 0: only that user (or root) may \
+             attach to it\n"
+        )
+    );
+    // Knock by hand, then connect as user 65533 to a socket anyone may open.
+    let dir = Path::new("/tmp/.bootprof-0");
+    std::fs::write(dir.join(format!("attach.{pid}")), "").unwrap();
+    let socket = dir.join(format!("attach.{pid}.sock"));
+    for _ in 0..250 {
+        Command::new("kill").args(["-URG", &pid]).status().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if socket.exists() {
+            break;
+        }
+    }
+    // The listener makes its socket its user's only just after it binds it.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = Command::new(&peer)
+        .arg(&socket)
+        .arg("65533")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("error permission denied: process {pid} belongs to user 0, not to user 65533\n"),
+        "{}",
+        stderr(&o)
+    );
+    let listing = ok(&bootprof(&["list", "--pid", &pid]));
+    assert!(listing.contains(" 0 enabled;"), "{listing}");
+    assert_eq!(t.text_differences(), 0);
+    t.finish();
+
+    // Root attaches to a process of user 65534: the session is that user's to write into.
+    let t = Target::start(
+        &copy_for_all(&w, &exe, "bin"),
+        2,
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &[],
+    );
+    attach(
+        &t,
+        &w.path("theirs"),
+        &["-e", "attach:even", "--duration", "0.1"],
+    );
+    let got = events(&w.path("theirs"));
+    assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
+    assert_eq!(t.text_differences(), 0);
+    t.finish();
+}
+
+/// Attaching is off with BOOTPROF_ATTACH=0 and in secure-execution mode: no handler at all,
+/// and `bootprof list --pid` says why; BOOTPROF_ATTACH_SIGNAL moves it to another signal, which
+/// the client learns from the process's environment.
+#[test]
+fn attaching_can_be_turned_off_or_moved_and_setuid_programs_refuse() {
+    let w = Work::new("attach-off");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 1, &[], &[]);
+    assert!(t.catches(23));
+    t.finish();
+
+    let t = Target::start(&exe, 1, &[], &[("BOOTPROF_ATTACH", "0")]);
+    assert!(!t.catches(23));
+    let o = bootprof(&["list", "--pid", &t.pid.to_string()]);
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "bootprof: error: process {} has attaching turned off (BOOTPROF_ATTACH=0 in its \
+             environment)\n",
+            t.pid
+        )
+    );
+    t.finish();
+
+    let t = Target::start(&exe, 1, &[], &[("BOOTPROF_ATTACH_SIGNAL", "USR2")]);
+    assert!(!t.catches(23) && t.catches(12));
+    let listing = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
+    assert!(listing.contains(" 0 enabled;"), "{listing}");
+    t.finish();
+
+    // SAFETY: getuid has no preconditions.
+    if unsafe { super::libc_getuid() } != 0 {
+        eprintln!("skipped: needs root to make a set-user-ID binary");
+        return;
+    }
+    // A set-user-ID binary of user 65534, run by root: AT_SECURE.
+    use std::os::unix::fs::PermissionsExt;
+    let setuid = copy_for_all(&w, &exe, "setuid");
+    std::os::unix::fs::chown(&setuid, Some(65534), None).unwrap();
+    std::fs::set_permissions(&setuid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let t = Target::start(&setuid, 1, &[], &[]);
+    assert!(!t.catches(23), "a set-user-ID program listens for knocks");
+    let o = bootprof(&["list", "--pid", &t.pid.to_string()]);
+    assert!(
+        stderr(&o)
+            .contains("secure-execution mode (set-user-ID or set-group-ID): it refuses attach"),
+        "{}",
+        stderr(&o)
+    );
+    t.finish();
+}
+
+/// A hundred attaches in a row to four threads that hit sites all the time, alternating trap
+/// and call mode and three patterns: the program is unharmed (its sums are right), its text is
+/// the file's after every detach, and each session holds hits of its own pattern only, all
+/// from while it was attached (its lane's start to its end, which the next lane starts after).
+#[test]
+fn a_hundred_attaches_in_a_row() {
+    let w = Work::new("attach-stress");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 4, &[], &[]);
+    let patterns = ["attach:odd", "attach:even", "attach:*"];
+    let start = std::time::Instant::now();
+    for i in 0..100 {
+        let dir = w.path(&format!("s{i}"));
+        let mode = ["trap", "call"][i % 2];
+        let options = ["-e", patterns[i % 3], "--mode", mode, "--duration", "0.02"];
+        attach(&t, &dir, &[&options[..], &["--buffer", "2000"]].concat());
+        assert_eq!(
+            t.text_differences(),
+            0,
+            "attach {i}: the text is not the file's"
+        );
+    }
+    eprintln!("100 attaches in {:?}", start.elapsed());
+    t.finish();
+    let mut last_end = 0;
+    let mut empty = 0;
+    for i in 0..100 {
+        let (got, times, start, end) = timed_events(&w.path(&format!("s{i}")));
+        // On a loaded machine the workers may not run in some attach's 20 ms.
+        empty += usize::from(got.is_empty());
+        for (name, arg) in &got {
+            let wanted = match i % 3 {
+                0 => name == "odd" && arg % 2 == 1,
+                1 => name == "even" && arg % 2 == 0,
+                _ => (name == "odd") == (arg % 2 == 1),
+            };
+            assert!(wanted, "attach {i} ({}): {name} {arg}", patterns[i % 3]);
+        }
+        // Hits of this attach only: from its lane's start to its detach, after the one before.
+        assert!(
+            start > last_end,
+            "attach {i} began before the one before ended"
+        );
+        for t in times {
+            assert!(
+                (start..=end).contains(&t),
+                "attach {i}: a hit at {t}, not in {start}..{end}"
+            );
+        }
+        last_end = end;
+    }
+    eprintln!("{empty} of 100 attaches recorded nothing");
+    assert!(empty <= 10, "{empty} of 100 attaches recorded nothing");
+}
+
+/// `bootprof attach --live` prints each record of the session as it arrives; `bootprof run
+/// --live` prints the lines of the text report (their times aside), as they arrive.
+#[test]
+fn the_live_view_shows_what_the_session_holds() {
+    let w = Work::new("attach-live");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let dir = w.path("s");
+    let o = attach(
+        &t,
+        &dir,
+        &[
+            "-e",
+            "attach:odd",
+            "--duration",
+            "0.2",
+            "--keep",
+            "all",
+            "--live",
+        ],
+    );
+    t.finish();
+    let live = String::from_utf8_lossy(&o.stdout);
+    let shown: Vec<u64> = live
+        .lines()
+        .map(|l| {
+            let arg = l
+                .split_once(": EVENT attach:odd arg=0x")
+                .unwrap_or_else(|| panic!("{l}"))
+                .1;
+            u64::from_str_radix(arg, 16).unwrap()
+        })
+        .collect();
+    let mut recorded: Vec<u64> = events(&dir).into_iter().map(|(_, a)| a).collect();
+    let mut sorted = shown.clone();
+    sorted.sort_unstable();
+    recorded.sort_unstable();
+    assert_eq!(sorted, recorded);
+    assert!(stderr(&o).contains(&format!("live: {} records shown, 0 lost", shown.len())));
+
+    let strip = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| match l.split_once("[000]") {
+                Some((task, rest)) => format!("{task}{}", rest.split_once(": ").unwrap().1),
+                None => l.to_string(),
+            })
+            .collect()
+    };
+    let threads = w.build("threads", &["threads.c"], &[], &[]);
+    let dir = w.path("run");
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--live", "-o"])
+        .arg(&dir)
+        .arg(&threads)
+        .output()
+        .unwrap();
+    let live = ok(&o);
+    let report = super::report_of(&dir, "text");
+    assert_eq!(strip(&live), strip(&report));
+}
+
+/// Ctrl-C (SIGINT) detaches as --duration does; bootprof killed (SIGKILL) leaves the runtime
+/// to detach by itself when the connection breaks: the sites it enabled are disabled again.
+#[test]
+fn ctrl_c_detaches_and_so_does_killing_bootprof() {
+    let w = Work::new("attach-kill");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let pid = t.pid.to_string();
+    // Waits until `bootprof list --pid` says that some sites are enabled (`on`), or none.
+    let enabled = |on: bool| {
+        for _ in 0..250 {
+            let listing = ok(&bootprof(&["list", "--pid", &pid]));
+            if listing.contains(" 0 enabled;") != on {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("never {}", if on { "enabled" } else { "disabled again" });
+    };
+    for (signal, code) in [("INT", Some(0)), ("KILL", None)] {
+        let dir = w.path(signal);
+        let client = Command::new(tools().join("bootprof"))
+            .args(["attach", &pid, "-e", "attach:even", "-o"])
+            .arg(&dir)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        enabled(true);
+        Command::new("kill")
+            .args([&format!("-{signal}"), &client.id().to_string()])
+            .status()
+            .unwrap();
+        let o = client.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), code, "{}", stderr(&o));
+        enabled(false);
+        assert_eq!(t.text_differences(), 0, "after SIG{signal}");
+        let got = events(&dir);
+        assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
+    }
+    t.finish();
+}
