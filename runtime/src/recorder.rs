@@ -328,17 +328,25 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
         c.set((pos + need, end, base));
     });
     if kind == RecordKind::Thread {
-        // The name outlives the record (a ring overwrites it) in the lane's metadata.
-        let meta = Meta::Thread {
-            tid,
-            name: site.name.as_bytes(),
-            given: true,
-        };
-        let mut blob = [0u8; 96];
-        if meta.encoded_len() <= blob.len() {
-            let n = meta.encode(&mut blob);
-            write_meta(&blob[..n]);
-        }
+        given_thread_name(site, tid);
+    }
+}
+
+/// Writes the name a THREAD record of `site` gives thread `tid` into the lane's metadata, where
+/// it outlives the record (a ring overwrites it). Out of line: the record path keeps a small
+/// frame.
+#[cold]
+#[inline(never)]
+fn given_thread_name(site: &SiteRec, tid: u32) {
+    let meta = Meta::Thread {
+        tid,
+        name: site.name.as_bytes(),
+        given: true,
+    };
+    let mut blob = [0u8; 96];
+    if meta.encoded_len() <= blob.len() {
+        let n = meta.encode(&mut blob);
+        write_meta(&blob[..n]);
     }
 }
 
