@@ -4,7 +4,8 @@
 //! while attached; on detach the program's text is the file's again, byte for byte (read from
 //! /proc/PID/mem); the program's own use of the attach signal is kept; strangers, programs in
 //! secure-execution mode and programs with attaching turned off are refused; a hundred attaches
-//! in a row; the live view prints what the session holds.
+//! in a row; the live view prints what the session holds, and counts what it could not show
+//! (with `tests/runtime/live.c` too, a stream of hits faster than it reads).
 
 use super::{ok, tools, Work, FORMS};
 use std::io::{BufRead, BufReader, Read};
@@ -562,4 +563,204 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
         assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
     }
     t.finish();
+}
+
+/// What `--live` printed: the numbers of the EVENT records of one provider it showed (in the
+/// order shown), the counts of its `LOST` lines of each cause, its other lines, and the three counts
+/// of its closing line on stderr.
+struct LiveView {
+    numbers: Vec<u64>,
+    /// `LOST N RECORDS (the reader fell behind)`: a ring chunk overwritten before it was read.
+    behind: Vec<u64>,
+    /// `LOST N RECORDS (dropped: the buffer was full)`.
+    dropped: Vec<u64>,
+    other: Vec<String>,
+    /// Records shown, lost (the reader fell behind), dropped (buffer full).
+    closing: [u64; 3],
+}
+
+impl LiveView {
+    /// Reads the output `o` of a `--live` whose records are EVENTs of `provider`'s probes, and
+    /// checks what holds however much was lost: the closing line counts the records shown
+    /// and sums the LOST lines of each cause, and no record is shown twice.
+    fn of(o: &Output, provider: &str) -> LiveView {
+        let text = ok(o);
+        let event = format!(": EVENT {provider}:");
+        let mut view = LiveView {
+            numbers: Vec::new(),
+            behind: Vec::new(),
+            dropped: Vec::new(),
+            other: Vec::new(),
+            closing: [0; 3],
+        };
+        for line in text.lines() {
+            if let Some(n) = line
+                .strip_prefix("LOST ")
+                .and_then(|rest| rest.split_once(' '))
+            {
+                let (count, cause) = (n.0.parse().unwrap(), n.1);
+                match cause {
+                    "RECORDS (the reader fell behind)" => view.behind.push(count),
+                    "RECORDS (dropped: the buffer was full)" => view.dropped.push(count),
+                    _ => panic!("{line}"),
+                }
+            } else if let Some((_, probe)) = line.split_once(&event) {
+                let (_, arg) = probe
+                    .split_once(" arg=0x")
+                    .unwrap_or_else(|| panic!("{line}"));
+                view.numbers.push(u64::from_str_radix(arg, 16).unwrap());
+            } else {
+                view.other.push(line.to_string());
+            }
+        }
+        let err = stderr(o);
+        let closing = err
+            .lines()
+            .find(|l| l.starts_with("bootprof: live: "))
+            .unwrap_or_else(|| panic!("no closing line: {err}"));
+        let counts: Vec<u64> = closing.split(' ').filter_map(|w| w.parse().ok()).collect();
+        view.closing = counts.try_into().unwrap();
+        let [shown, lost, dropped] = view.closing;
+        assert_eq!(
+            closing,
+            format!(
+                "bootprof: live: {shown} records shown, {lost} lost (the reader fell behind), \
+                 {dropped} dropped (buffer full)"
+            )
+        );
+        assert_eq!(shown, view.numbers.len() as u64, "{closing}");
+        assert_eq!(lost, view.behind.iter().sum::<u64>(), "{closing}");
+        assert_eq!(dropped, view.dropped.iter().sum::<u64>(), "{closing}");
+        let mut sorted = view.numbers.clone();
+        sorted.sort_unstable();
+        let before = sorted.len();
+        sorted.dedup();
+        assert_eq!(sorted.len(), before, "records shown twice");
+        view
+    }
+
+    /// Checks that it shows what the session in `dir`, whose buffer filled, holds: the same
+    /// records, and as many dropped, in LOST lines; none lost otherwise.
+    fn holds_what_a_full_buffer_kept(&self, dir: &Path) {
+        let [shown, lost, dropped] = self.closing;
+        assert!(!self.dropped.is_empty() && lost == 0, "{:?}", self.closing);
+        let (p, mut kept) = session_of(dir);
+        assert_eq!((p.records, p.dropped), (shown, dropped));
+        let mut numbers = self.numbers.clone();
+        numbers.sort_unstable();
+        kept.sort_unstable();
+        assert_eq!(numbers, kept);
+    }
+
+    /// Whether it showed every number of `numbers` (what the session holds at the end).
+    fn shows_all(&self, numbers: impl IntoIterator<Item = u64>) -> bool {
+        let shown: std::collections::HashSet<u64> = self.numbers.iter().copied().collect();
+        numbers.into_iter().all(|n| shown.contains(&n))
+    }
+}
+
+/// `bootprof run --live OPTIONS -o DIR live 2 HITS` (tests/runtime/live.c, its sites in call
+/// mode: fast hits), read; the program made its HITS hits.
+fn run_live(w: &Work, dir: &Path, options: &[&str], hits: u64) -> LiveView {
+    let exe = w.build("live", &["live.c"], &[], &[]);
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--live", "--mode", "call", "-e", "live:hit"])
+        .args(options)
+        .arg("-o")
+        .arg(dir)
+        .arg(exe)
+        .args(["2".to_string(), hits.to_string()])
+        .output()
+        .unwrap();
+    let view = LiveView::of(&o, "live");
+    let made = format!("hits {hits}");
+    assert!(view.other.contains(&made), "{:?}", view.other);
+    view
+}
+
+/// `bootprof attach --live --mode call OPTIONS -o DIR` to attach.c (two threads), read.
+fn attach_live(w: &Work, dir: &Path, options: &[&str]) -> LiveView {
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let o = attach(&t, dir, &[&["--live", "--mode", "call"], options].concat());
+    t.finish();
+    LiveView::of(&o, "attach")
+}
+
+/// The session's one process, and the numbers (arguments) of its records.
+fn session_of(dir: &Path) -> (bootprof_report::process::Process, Vec<u64>) {
+    let trace = bootprof_report::read_trace(dir).unwrap();
+    assert_eq!(trace.processes.len(), 1);
+    let numbers = trace.records.iter().map(|r| r.arg).collect();
+    (trace.processes[0].clone(), numbers)
+}
+
+/// With `--keep last` and a ring of a few hundred records per thread, threads that hit a site
+/// tens of millions of times a second overwrite most chunks before the reader (every 20 ms)
+/// gets to them: the live view says so in LOST lines, and what it showed plus what it counted
+/// lost is every record the program made (known from live.c's count, and from the session's
+/// ring: the records it kept plus those it overwrote), with none both shown and counted lost;
+/// everything the ring kept at the end was shown. For `bootprof run --live` and `bootprof attach
+/// --live`.
+#[test]
+fn the_live_view_counts_the_records_a_ring_overwrote_before_it_read_them() {
+    let w = Work::new("live-ring");
+    let ring = ["--keep", "last", "--buffer", "300"];
+    let hits = 3_000_000;
+    let dir = w.path("s-run");
+    let view = run_live(&w, &dir, &ring, hits);
+    let [shown, lost, dropped] = view.closing;
+    assert!(
+        !view.behind.is_empty() && dropped == 0,
+        "{:?}",
+        view.closing
+    );
+    assert_eq!(shown + lost, hits, "{:?}", view.closing);
+    assert!(view.numbers.iter().all(|&n| n < hits));
+    let (p, kept) = session_of(&dir);
+    assert_eq!(p.records + p.overwritten, hits);
+    assert!(view.shows_all(kept), "a record the ring kept was not shown");
+
+    let dir = w.path("s-attach");
+    let view = attach_live(
+        &w,
+        &dir,
+        &[&["-e", "attach:*", "--duration", "0.3"], &ring[..]].concat(),
+    );
+    let [shown, lost, _] = view.closing;
+    assert!(!view.behind.is_empty(), "{:?}", view.closing);
+    let (p, kept) = session_of(&dir);
+    assert_eq!(
+        shown + lost,
+        p.records + p.overwritten,
+        "{:?}",
+        view.closing
+    );
+    assert!(view.shows_all(kept), "a record the ring kept was not shown");
+}
+
+/// With `--keep start` and a buffer of a thousand records, the buffer fills at once and every
+/// later record is dropped: the live view says so in LOST lines (as they are dropped, from the
+/// lane's count), shows exactly the records the session holds, and what it showed plus what it
+/// counted dropped is every record the program made. For `bootprof run --live` and `bootprof
+/// attach --live`.
+#[test]
+fn the_live_view_counts_the_records_a_full_buffer_dropped() {
+    let w = Work::new("live-full");
+    let full = ["--keep", "start", "--buffer", "1000"];
+    let hits = 300_000;
+    let dir = w.path("s-run");
+    let view = run_live(&w, &dir, &full, hits);
+    let [shown, _, dropped] = view.closing;
+    assert_eq!(shown + dropped, hits, "{:?}", view.closing);
+    assert!(shown <= 1000, "{:?}", view.closing);
+    view.holds_what_a_full_buffer_kept(&dir);
+
+    let dir = w.path("s-attach");
+    let view = attach_live(
+        &w,
+        &dir,
+        &[&["-e", "attach:odd", "--duration", "0.2"], &full[..]].concat(),
+    );
+    view.holds_what_a_full_buffer_kept(&dir);
 }
