@@ -5,7 +5,8 @@
 //! /proc/PID/mem); the program's own use of the attach signal is kept; strangers, programs in
 //! secure-execution mode and programs with attaching turned off are refused; a hundred attaches
 //! in a row; the live view prints what the session holds, and counts what it could not show
-//! (with `tests/runtime/live.c` too, a stream of hits faster than it reads).
+//! (with `tests/runtime/live.c` too, a stream of hits faster than it reads); attaching inside a
+//! rootless container, and as an unprivileged user, needs no capability.
 
 use super::{ok, tools, Work, FORMS};
 use std::io::{BufRead, BufReader, Read};
@@ -566,8 +567,8 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
 }
 
 /// What `--live` printed: the numbers of the EVENT records of one provider it showed (in the
-/// order shown), the counts of its `LOST` lines of each cause, its other lines, and the three counts
-/// of its closing line on stderr.
+/// order shown), the counts of its `LOST` lines of each cause, its other lines, and the three
+/// counts of its closing line on stderr.
 struct LiveView {
     numbers: Vec<u64>,
     /// `LOST N RECORDS (the reader fell behind)`: a ring chunk overwritten before it was read.
@@ -763,4 +764,143 @@ fn the_live_view_counts_the_records_a_full_buffer_dropped() {
         &[&["-e", "attach:odd", "--duration", "0.2"], &full[..]].concat(),
     );
     view.holds_what_a_full_buffer_kept(&dir);
+}
+
+/// Who starts the container: user 65534 (`setpriv`) when the tests run as root, so that no
+/// root is involved; else the user running them.
+const NOBODY: [&str; 4] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
+
+/// `unshare` making a container: a user namespace whose root is the user who runs it (mapped
+/// to nothing else: no capability outside it), a pid namespace (the program is its pid 1) with
+/// its own /proc, and a mount namespace.
+const UNSHARE: [&str; 6] = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+];
+
+/// The user who may start containers here, as a command prefix (see [`NOBODY`]): root too if
+/// only root may (that container's root still has no capability outside it); `Err`, saying
+/// why, when no one may.
+fn container_starter(root: bool) -> Result<Vec<&'static str>, String> {
+    let mut why = String::new();
+    for prefix in [&NOBODY[..], &[]] {
+        if !root && !prefix.is_empty() {
+            continue;
+        }
+        let argv = [prefix, &UNSHARE[..], &["true"]].concat();
+        let o = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+        if o.status.success() {
+            return Ok(prefix.to_vec());
+        }
+        let sep = if why.is_empty() { "" } else { "; " };
+        why += &format!("{sep}`{}`: {}", argv.join(" "), stderr(&o).trim_end());
+    }
+    Err(why)
+}
+
+/// Attaching inside a container needs no capability and no ptrace: `bootprof list --pid` and
+/// `bootprof attach`, run in the container's namespaces (`nsenter`) by its root (the
+/// unprivileged user who made it), attach to the program there (its pid 1, with its own /tmp
+/// as a container has), record what they enabled, and leave every site's NOP behind; and a
+/// program and `bootprof attach` both run by an unprivileged user (65534) do the same without
+/// any namespace. No root anywhere when the tests run as root.
+#[test]
+fn attaching_inside_a_container_or_as_an_unprivileged_user_needs_no_capability() {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { super::libc_getuid() } == 0;
+    let starter = match container_starter(root) {
+        Ok(prefix) => prefix,
+        Err(why) => {
+            eprintln!("skipped: this machine does not let a container be made here: {why}");
+            return;
+        }
+    };
+    let w = Work::new("attach-container");
+    let exe = copy_for_all(&w, &w.build("attach", &["attach.c"], &[], &[]), "bin");
+    // Where sessions go: anyone may make one there (the container's root may be user 65534).
+    let sessions = w.path("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The container's own /tmp (a tmpfs), as a container has, the test's directory bound into
+    // it at its place. (Sharing the host's, the container's root, user 0 there, would find
+    // /tmp/.bootprof-0 the host's root's: not its own, so no attach.)
+    let script = "exec 3<\"$1\" && mount -t tmpfs tmpfs /tmp && mkdir -p \"$1\" && \
+                  mount --no-canonicalize --bind /proc/self/fd/3 \"$1\" && exec 3<&- && \
+                  exec \"$2\" \"$3\"";
+    let work = w.0.to_str().unwrap();
+    let wrapper = [&starter[..], &UNSHARE, &["sh", "-c", script, "sh", work]].concat();
+    let mut t = Target::start(&exe, 2, &wrapper, &[]);
+    // The program is the child of unshare, whose pid `start` knows.
+    let children = format!("/proc/{0}/task/{0}/children", t.pid);
+    t.pid = std::fs::read_to_string(children)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let outer = t.pid.to_string();
+    let nsenter = ["nsenter", "--target", &outer, "--user", "--pid", "--mount"];
+    let inside = [&starter[..], &nsenter, &["--preserve-credentials"]].concat();
+    let dir = sessions.join("container");
+    attaches_and_detaches(&t, &inside, "1", &dir);
+    assert_eq!(
+        session_of(&dir).0.pid,
+        1,
+        "the lane names the pid the container sees"
+    );
+    t.finish();
+
+    if !root {
+        eprintln!("not tried: a program of user 65534 (the tests do not run as root)");
+        return;
+    }
+    let t = Target::start(&exe, 2, &NOBODY, &[]);
+    let dir = sessions.join("nobody");
+    attaches_and_detaches(&t, &NOBODY, &t.pid.to_string(), &dir);
+    t.finish();
+}
+
+/// Runs `bootprof list --pid PID` (the target `t` as `prefix` sees it: `pid`), `bootprof
+/// attach` recording attach:odd into `dir`, and `bootprof list --pid` again, each through
+/// `prefix`: the attach records what it enabled, only while attached, and afterwards every
+/// site holds its NOP again (as the runtime says, and as the program's memory shows).
+fn attaches_and_detaches(t: &Target, prefix: &[&str], pid: &str, dir: &Path) {
+    let exe = tools().join("bootprof");
+    let bootprof = |args: &[&str]| {
+        let all = [prefix, &[exe.to_str().unwrap()], args].concat();
+        Command::new(all[0])
+            .args(&all[1..])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let nops = "4 sites, 0 enabled; every disabled site holds its NOP\n";
+    let before = ok(&bootprof(&["list", "--pid", pid]));
+    assert!(before.ends_with(nops), "{before}");
+    let dir_arg = dir.to_str().unwrap();
+    let options = ["-e", "attach:odd", "--mode", "call", "--duration", "0.3"];
+    let o = bootprof(&[&["attach", pid, "-o", dir_arg], &options[..]].concat());
+    ok(&o);
+    assert!(
+        stderr(&o).starts_with(&format!(
+            "bootprof: attached to process {pid}: 2 sites enabled"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let after = ok(&bootprof(&["list", "--pid", pid]));
+    assert!(after.ends_with(nops), "{after}");
+    assert_eq!(t.text_differences(), 0, "the text is not the file's");
+    let got = events(dir);
+    assert!(!got.is_empty(), "nothing recorded");
+    assert!(got.iter().all(|(name, arg)| name == "odd" && arg % 2 == 1));
 }
