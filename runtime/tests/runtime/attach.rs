@@ -524,19 +524,33 @@ fn the_live_view_shows_what_the_session_holds() {
     assert_eq!(strip(&live), strip(&report));
 }
 
-/// Ctrl-C (SIGINT) detaches as --duration does; bootprof killed (SIGKILL) leaves the runtime
-/// to detach by itself when the connection breaks: the sites it enabled are disabled again.
+/// Ctrl-C (SIGINT) detaches as --duration does, even when it comes as soon as the sites are
+/// enabled (bootprof catches it from before it enables any); bootprof killed (SIGKILL) leaves the
+/// runtime to detach by itself when the connection breaks: the sites it enabled are disabled
+/// again. Each signal is sent once the sites were hit, so that the session holds records however
+/// slowly the program runs on a loaded machine.
 #[test]
 fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     let w = Work::new("attach-kill");
     let exe = w.build("attach", &["attach.c"], &[], &[]);
     let t = Target::start(&exe, 2, &[], &[]);
     let pid = t.pid.to_string();
-    // Waits until `bootprof list --pid` says that some sites are enabled (`on`), or none.
-    let enabled = |on: bool| {
+    // `bootprof list --pid`: whether some sites are enabled, and the hits of attach:even so far.
+    let state = || {
+        let listing = ok(&bootprof(&["list", "--pid", &pid]));
+        let hits = listing
+            .lines()
+            .filter(|l| l.contains(" attach:even "))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+        (!listing.contains(" 0 enabled;"), hits)
+    };
+    // Waits until some sites are enabled and hit after `since` hits (so that the session holds
+    // records however loaded the machine is), or (`on` false) until none is enabled.
+    let enabled = |on: bool, since: u64| {
         for _ in 0..250 {
-            let listing = ok(&bootprof(&["list", "--pid", &pid]));
-            if listing.contains(" 0 enabled;") != on {
+            let (some, hits) = state();
+            if some == on && (!on || hits > since) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -545,20 +559,21 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     };
     for (signal, code) in [("INT", Some(0)), ("KILL", None)] {
         let dir = w.path(signal);
+        let before = state().1;
         let client = Command::new(tools().join("bootprof"))
             .args(["attach", &pid, "-e", "attach:even", "-o"])
             .arg(&dir)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        enabled(true);
+        enabled(true, before);
         Command::new("kill")
             .args([&format!("-{signal}"), &client.id().to_string()])
             .status()
             .unwrap();
         let o = client.wait_with_output().unwrap();
         assert_eq!(o.status.code(), code, "{}", stderr(&o));
-        enabled(false);
+        enabled(false, 0);
         assert_eq!(t.text_differences(), 0, "after SIG{signal}");
         let got = events(&dir);
         assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
