@@ -108,6 +108,10 @@ const char *bootprof_last_error(void);
 int bootprof_record(int on);                              /* start (1) or stop (0) */
 int64_t bootprof_dump(const char *path);                  /* NULL: BOOTPROF_OUTPUT or bootprof.<pid>.trace;
                                                              BOOTPROF_COUNT=1: writes the hit counts so far */
+/* Profile points (every recorded ENTER/EXIT pair: count, total, min, max per function) are
+ * accounted from BOOTPROF_POINTS=1 (`bootprof run --points`: from the start), from
+ * bootprof_count_points(), or else from the first bootprof_print_points() (which finds none). */
+void bootprof_count_points(void);                         /* account profile points from now on */
 void bootprof_print_points(int fd);                       /* the profile-point table */
 
 #ifdef __cplusplus

@@ -325,7 +325,17 @@ pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
     }
 }
 
-/// Writes the profile-point table to file descriptor `fd` (e.g. 2).
+/// Starts accounting profile points (recorded ENTER/EXIT pairs), from now on: what
+/// `BOOTPROF_POINTS=1` does from the start. Without either, the first [`bootprof_print_points`]
+/// starts it.
+#[no_mangle]
+pub extern "C" fn bootprof_count_points() {
+    crate::recorder::count_points();
+}
+
+/// Writes the profile-point table to file descriptor `fd` (e.g. 2). The points are accounted
+/// from the first call of this or of [`bootprof_count_points`] (the first of this finds none),
+/// or from the start with `BOOTPROF_POINTS=1`.
 #[no_mangle]
 pub extern "C" fn bootprof_print_points(fd: c_int) {
     let table = crate::recorder::points_table();

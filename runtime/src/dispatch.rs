@@ -131,7 +131,7 @@ fn fire_handlers(
     args: [u64; 6],
     slot: u64,
     via: u8,
-    mut mask: u64,
+    mask: u64,
     (mut record, exactly): (bool, bool),
     from: Origin,
 ) {
@@ -191,6 +191,20 @@ fn fire_handlers(
             }
         }
     }
+    if mask != 0 {
+        run_handlers(site, args, parent, (via, tid, tsc), mask);
+    }
+    crate::thread::leave();
+}
+
+/// Hands the hit to the handlers in `mask` (only a hit some handler gets is built).
+fn run_handlers(
+    site: &'static SiteRec,
+    args: [u64; 6],
+    parent: u64,
+    (via, tid, tsc): (u8, u32, u64),
+    mut mask: u64,
+) {
     let hit = Hit {
         site_id: site.id,
         kind: site.kind as u8,
@@ -218,7 +232,6 @@ fn fire_handlers(
             f(&hit, cookie as *mut core::ffi::c_void);
         }
     }
-    crate::thread::leave();
 }
 
 /// The registers a trampoline saved, in memory order (lowest address first).

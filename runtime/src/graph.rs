@@ -10,7 +10,9 @@
 //! (rax, rdx, xmm0, xmm1; the x87 stack is not touched, so a `long double` in st0 survives) and
 //! calls [`bootprof_graph_exit`]: it pops the entry of that slot, records the EXIT with the
 //! hook's site (so the report names the function, as for `__cyg_profile_func_exit`), and the
-//! trampoline returns to the real address.
+//! trampoline jumps to the real address (a `jmp` through r11, not a `ret`: the function's own
+//! `ret` already took the return-stack entry of that address, so a second `ret` would be
+//! mispredicted).
 //!
 //! The shadow stack is a fixed array of [`DEPTH`] entries in thread-local storage (no
 //! allocation, so a hook in a signal handler can use it; each thread has its own, and a fork
@@ -493,7 +495,9 @@ pub unsafe extern "C" fn bootprof_graph_personality(
 // slot; everything below is dead (the caller's red zone ended at the call). The unwind
 // information covers the byte before the entry point (an unwinder looks up a return address
 // minus one): the caller's frame starts at the stack pointer (the CFA) and its return address
-// is in the slot below it, where the personality routine puts the real one.
+// is in the slot below it, where the personality routine puts the real one. At the end the real
+// address is in the slot and in r11, which the trampoline jumps through (r11 is scratch when a
+// function returns).
 core::arch::global_asm!(
     ".pushsection .text.bootprof_graph_return,\"ax\",@progbits",
     ".globl bootprof_graph_return",
@@ -523,13 +527,17 @@ core::arch::global_asm!(
     "    lea 8(%rbp), %rdi",
     "    call bootprof_graph_exit",
     "    mov %rax, 8(%rbp)",
+    "    mov %rax, %r11",
     "    movdqu 0(%rsp), %xmm0",
     "    movdqu 16(%rsp), %xmm1",
     "    mov -8(%rbp), %rax",
     "    mov -16(%rbp), %rdx",
     "    leave",
     ".cfi_def_cfa %rsp, 8",
-    "    ret",
+    "    lea 8(%rsp), %rsp",
+    ".cfi_def_cfa %rsp, 0",
+    ".cfi_register %rip, %r11",
+    "    jmp *%r11",
     ".cfi_endproc",
     ".size bootprof_graph_return, .-bootprof_graph_return",
     ".popsection",

@@ -13,9 +13,14 @@
 //!   process ends (exit status, fatal signal) is written into it. The hit of a site that records
 //!   its call stack (`BOOTPROF_STACKTRACE`) is followed by a FRAME record per frame, with the
 //!   hit's time (`record_stack`): a stack takes up to 64 records of the buffer.
-//! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions`, or a
-//!   `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow stack matches them, and the
-//!   ENTER site keeps count, total, min and max with relaxed atomics (no lock).
+//! - **Profile points.** Every ENTER/EXIT pair (a function with `-finstrument-functions` or under
+//!   `BOOTPROF_GRAPH`, or a `BOOTPROF_ENTER()`/`EXIT()` region) is a point: a per-thread shadow
+//!   stack matches them, and the ENTER site keeps count, total, min and max with relaxed atomics
+//!   (no lock). Only while someone will read them ([`count_points`]): `BOOTPROF_POINTS=1` from
+//!   the start, else from the first call that reads them ([`points_table`],
+//!   `bootprof_print_points`) or asks for them (`bootprof_count_points`); the accounting is a
+//!   good part of the cost of an EXIT, and a trace holds the same pairs anyway
+//!   (`bootprof report --format points`).
 //! - **Counts.** With `BOOTPROF_COUNT=1` nothing is recorded: hits are counted exactly, and the
 //!   counts go into the lane (or to stderr without a session) when the process ends (`counts`).
 //! - **Dump.** At exit (when `BOOTPROF_OUTPUT` is set, or without a session), on
@@ -63,6 +68,8 @@ static THREADS: AtomicU64 = AtomicU64::new(0);
 static CAPACITY: AtomicU64 = AtomicU64::new(0);
 /// Set by an exit handler: the process is ending, undoing work is wasted.
 pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
+/// Whether recorded ENTER/EXIT pairs are accounted as profile points ([`count_points`]).
+static POINTS: AtomicBool = AtomicBool::new(false);
 
 crate::sys::thread_local_cells! {
     /// This thread's place in its chunk: next slot, end of the chunk, the chunk's base TSC.
@@ -252,7 +259,7 @@ fn write_meta(blob: &[u8]) -> bool {
 /// Records one hit of `site` (an enabled site whose record kind is not "none").
 #[inline]
 pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: u64) {
-    if matches!(kind, RecordKind::Enter | RecordKind::Exit) {
+    if matches!(kind, RecordKind::Enter | RecordKind::Exit) && POINTS.load(Ordering::Relaxed) {
         profile_point(site, kind, tsc);
     }
     if !buffer::exists() {
@@ -314,17 +321,25 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
         c.set((pos + need, end, base));
     });
     if kind == RecordKind::Thread {
-        // The name outlives the record (a ring overwrites it) in the lane's metadata.
-        let meta = Meta::Thread {
-            tid,
-            name: site.name.as_bytes(),
-            given: true,
-        };
-        let mut blob = [0u8; 96];
-        if meta.encoded_len() <= blob.len() {
-            let n = meta.encode(&mut blob);
-            write_meta(&blob[..n]);
-        }
+        given_thread_name(site, tid);
+    }
+}
+
+/// Writes the name a THREAD record of `site` gives thread `tid` into the lane's metadata, where
+/// it outlives the record (a ring overwrites it). Out of line: the record path keeps a small
+/// frame.
+#[cold]
+#[inline(never)]
+fn given_thread_name(site: &SiteRec, tid: u32) {
+    let meta = Meta::Thread {
+        tid,
+        name: site.name.as_bytes(),
+        given: true,
+    };
+    let mut blob = [0u8; 96];
+    if meta.encoded_len() <= blob.len() {
+        let n = meta.encode(&mut blob);
+        write_meta(&blob[..n]);
     }
 }
 
@@ -461,6 +476,14 @@ fn forget_lane_totals() {
     FULL.store(u32::MAX, Ordering::Relaxed);
 }
 
+/// Starts accounting recorded ENTER/EXIT pairs as profile points, from now on (pairs whose ENTER
+/// is recorded later; an EXIT whose ENTER came before finds no frame and is not counted). Not
+/// undone: the per-thread shadow stacks would go stale. `BOOTPROF_POINTS=1` calls it before the
+/// program's constructors; reading the points ([`points_table`]) calls it too.
+pub fn count_points() {
+    POINTS.store(true, Ordering::Relaxed);
+}
+
 /// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
 fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
     let depth = STACK.with(Cell::get);
@@ -484,8 +507,14 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
             let p = &enter.point;
             p.count.fetch_add(1, Ordering::Relaxed);
             p.total.fetch_add(ns_ticks, Ordering::Relaxed);
-            p.min.fetch_min(ns_ticks, Ordering::Relaxed);
-            p.max.fetch_max(ns_ticks, Ordering::Relaxed);
+            // A locked read-modify-write only when the interval is a new extreme (rarely, once
+            // the point has a few): the result is the same as fetch_min/fetch_max's.
+            if ns_ticks < p.min.load(Ordering::Relaxed) {
+                p.min.fetch_min(ns_ticks, Ordering::Relaxed);
+            }
+            if ns_ticks > p.max.load(Ordering::Relaxed) {
+                p.max.fetch_max(ns_ticks, Ordering::Relaxed);
+            }
             STACK.with(|s| s.set(d));
             return;
         }
@@ -524,8 +553,11 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 }
 
 /// One line per profile point that was hit: name, count, total ms, average, min and max ns.
+/// Points are accounted from the first such call (which finds none) unless [`count_points`] or
+/// `BOOTPROF_POINTS=1` started the accounting earlier.
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
+    let counting = POINTS.swap(true, Ordering::Relaxed);
     let hz = tsc_hz() as f64;
     let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
     // Aggregate by name: a function may have several ENTER sites.
@@ -549,6 +581,14 @@ pub fn points_table() -> String {
         "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
         "profile point", "count", "total ms", "avg ns", "min ns", "max ns"
     );
+    if !counting {
+        // Not silently empty: say why, and how to have them.
+        out.push_str(
+            "(no profile points were counted before this table: they are counted from now on; \
+             run with BOOTPROF_POINTS=1 (bootprof run --points) or call bootprof_count_points() \
+             first to count from the start)\n",
+        );
+    }
     for (name, (count, total, min, max)) in rows {
         out.push_str(&format!(
             "{:<40} {:>10} {:>12.3} {:>12.0} {:>12.0} {:>12.0}\n",
@@ -784,6 +824,9 @@ pub(crate) fn init_from_environment() {
                 || set("BOOTPROF_SESSION")
                 || crate::sys::var_is("BOOTPROF_RECORD", "1"));
         let points = crate::sys::var_is("BOOTPROF_POINTS", "1");
+        if points {
+            count_points();
+        }
         if record {
             start(configured_capacity());
         }

@@ -77,6 +77,12 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
     };
     let mut session = Session::create(&dir, options.keep.keep())?;
     session.started(pid);
+    // From before the first site is enabled: a Ctrl-C from then on detaches cleanly (at once, if
+    // it comes while the sites are being enabled), never ends bootprof half-way.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
     let prepared = channel
         .target
         .give_to_user(session.dir())
@@ -92,10 +98,6 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
             return Err(e);
         }
     };
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only stores to an atomic.
-        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
-    }
     eprintln!(
         "bootprof: attached to process {pid}: {enabled} site{} enabled in {} mode, recording \
          into {}; {}",

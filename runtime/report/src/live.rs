@@ -8,8 +8,12 @@
 //! slot without one is where the thread is writing), and prints them sorted by time. Records a
 //! thread wrote that were overwritten before this reader saw them (a ring of `--keep last`
 //! reuses its chunks) are counted as lost, from each chunk's count of the records its thread
-//! wrote before it; records the process dropped (its buffer full) are counted from its lane's
-//! header. Both are shown as they happen, as `LOST N RECORDS` lines, and summed at the end.
+//! wrote before it: each thread's chunks are read in the order it wrote them, and a chunk its
+//! ring takes again while it is read is read at the next poll, so that a record is either
+//! shown or counted lost, once. (The count is of slots: a record with an argument too wide
+//! for its slot takes two, and counts twice when lost.) Records the process dropped (its
+//! buffer full) are counted from its lane's header. Both are shown as they happen, as
+//! `LOST N RECORDS` lines, and summed at the end.
 //!
 //! A name's caller (`<-caller` after a hook's function) is the instrumented function holding
 //! the recorded return address, as the text report finds it; a region's parent (annotations) is
@@ -39,9 +43,9 @@ struct Lane {
     ended: bool,
     /// Metadata chunks read.
     metas: std::collections::HashSet<u64>,
-    /// Data chunk -> (records its thread wrote before it, slots read).
-    progress: HashMap<u64, (u64, usize)>,
-    /// Thread -> slots it wrote that this reader has accounted for (read or lost).
+    /// Data chunk (its byte in the lane) -> (records its thread wrote before it, slots read).
+    progress: HashMap<usize, (u64, usize)>,
+    /// Thread -> slots it wrote that this reader has accounted for (read or counted lost).
     seen: HashMap<u32, u64>,
     start_tsc: u64,
     start_ns: u64,
@@ -328,9 +332,26 @@ impl Lane {
         if map.len() >= LANE_HEADER_SIZE {
             let claimed = u64_at(&map, field::CLAIMED) as usize;
             let chunks = claimed.min((map.len() - LANE_HEADER_SIZE) / CHUNK_SIZE);
+            let mut data = Vec::new();
             for k in 0..chunks {
                 let at = LANE_HEADER_SIZE + k * CHUNK_SIZE;
-                lost += self.read_chunk(&map, k as u64, at, path, found);
+                match fmt::chunk(&map[at..at + CHUNK_SIZE]) {
+                    fmt::Chunk::Meta { len } if !self.metas.contains(&(k as u64)) => {
+                        let start = at + fmt::CHUNK_HEADER_SIZE;
+                        if let Some(blob) = map.get(start..start + len as usize) {
+                            self.metas.insert(k as u64);
+                            self.read_meta(blob);
+                        }
+                    }
+                    fmt::Chunk::Data { tid, before, .. } => data.push((tid, before, at)),
+                    _ => {}
+                }
+            }
+            // Each thread's chunks in the order it wrote them: a ring (`--keep last`) takes its
+            // chunks round and round, so their order in the lane is not that.
+            data.sort_unstable();
+            for (tid, before, at) in data {
+                lost += self.read_data(&map, tid, before, at, path, found);
             }
         }
         let dropped = if map.len() >= LANE_HEADER_SIZE {
@@ -359,45 +380,57 @@ impl Lane {
         (lost, new_drops)
     }
 
-    /// Reads chunk `k` (at byte `at` of `map`); returns the records lost before it.
-    fn read_chunk(
+    /// Reads the data chunk at byte `at` of `map`, which thread `tid` took after writing
+    /// `before` records; returns the records of that thread lost before it (overwritten
+    /// unread). A chunk that its ring took again meanwhile, before or while it is read, is left
+    /// for the next poll, which counts what it held as lost: a record is shown, or counted lost,
+    /// never both.
+    fn read_data(
         &mut self,
         map: &[u8],
-        k: u64,
+        tid: u32,
+        before: u64,
         at: usize,
         path: &std::path::Path,
         found: &mut Vec<Found>,
     ) -> u64 {
-        match fmt::chunk(&map[at..at + CHUNK_SIZE]) {
-            fmt::Chunk::Meta { len } if !self.metas.contains(&k) => {
-                let start = at + fmt::CHUNK_HEADER_SIZE;
-                if let Some(blob) = map.get(start..start + len as usize) {
-                    self.metas.insert(k);
-                    self.read_meta(blob);
-                }
-                0
-            }
-            fmt::Chunk::Data {
-                tid,
-                base,
-                before,
-                slots,
-            } => {
-                let (was_before, done) = self.progress.get(&k).copied().unwrap_or((before, 0));
-                // A ring chunk taken again: its slots start over.
-                let done = if was_before == before { done } else { 0 };
-                let seen = self.seen.entry(tid).or_insert(before);
-                let lost = before.saturating_sub(*seen);
-                let end = committed(slots, done);
-                fmt::slot_records(base, &slots[done * SLOT_SIZE..end * SLOT_SIZE], |r| {
-                    found.push((r.tsc, path.to_path_buf(), Item::Record(tid, r)))
-                });
-                *seen = (*seen).max(before + end as u64);
-                self.progress.insert(k, (before, end));
-                lost
-            }
-            _ => 0,
+        let header = |map: &[u8]| (word_now(map, at + 8), word_now(map, at + 24));
+        let taken = header(map);
+        let fmt::Chunk::Data {
+            tid: now_tid,
+            base,
+            before: now_before,
+            slots,
+        } = fmt::chunk(&map[at..at + CHUNK_SIZE])
+        else {
+            return 0;
+        };
+        if (now_tid, now_before) != (tid, before) || taken.0 != before {
+            return 0;
         }
+        let (was_before, done) = self.progress.get(&at).copied().unwrap_or((before, 0));
+        if before < was_before {
+            return 0; // a header read half-written: the chunk is being taken again
+        }
+        // A ring chunk taken again: its slots start over.
+        let done = if was_before == before { done } else { 0 };
+        let end = committed(slots, done);
+        let mark = found.len();
+        fmt::slot_records(base, &slots[done * SLOT_SIZE..end * SLOT_SIZE], |r| {
+            found.push((r.tsc, path.to_path_buf(), Item::Record(tid, r)))
+        });
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        if header(map) != taken {
+            // Taken again while its slots were read: what was read may be the new records.
+            found.truncate(mark);
+            return 0;
+        }
+        // Records of this thread before this chunk that no read accounted for were overwritten.
+        let seen = self.seen.entry(tid).or_insert(0);
+        let lost = before.saturating_sub(*seen);
+        *seen = (*seen).max(before + end as u64);
+        self.progress.insert(at, (before, end));
+        lost
     }
 
     fn read_meta(&mut self, mut blob: &[u8]) {
@@ -441,6 +474,15 @@ impl Lane {
         let (start, name) = self.functions.get(i.checked_sub(1)?)?;
         (address - start < crate::model::FRAME_REACH).then_some(name.as_str())
     }
+}
+
+/// The word at byte `at` of `map` as it is now (the process may be writing it): read again
+/// each time it is asked for, never taken from an earlier read.
+fn word_now(map: &[u8], at: usize) -> u64 {
+    let bytes = &map[at..at + 8];
+    // SAFETY: eight bytes of the map, 8-aligned (chunks are 4096-aligned in a page-aligned
+    // map); a volatile read of memory another process writes, which tears no aligned word.
+    unsafe { std::ptr::read_volatile(bytes.as_ptr().cast::<u64>()) }
 }
 
 /// The first slot from `from` on whose kind byte is not written yet (where the thread writes).

@@ -4,7 +4,9 @@
 //! while attached; on detach the program's text is the file's again, byte for byte (read from
 //! /proc/PID/mem); the program's own use of the attach signal is kept; strangers, programs in
 //! secure-execution mode and programs with attaching turned off are refused; a hundred attaches
-//! in a row; the live view prints what the session holds.
+//! in a row; the live view prints what the session holds, and counts what it could not show
+//! (with `tests/runtime/live.c` too, a stream of hits faster than it reads); attaching inside a
+//! rootless container, and as an unprivileged user, needs no capability.
 
 use super::{ok, tools, Work, FORMS};
 use std::io::{BufRead, BufReader, Read};
@@ -522,19 +524,33 @@ fn the_live_view_shows_what_the_session_holds() {
     assert_eq!(strip(&live), strip(&report));
 }
 
-/// Ctrl-C (SIGINT) detaches as --duration does; bootprof killed (SIGKILL) leaves the runtime
-/// to detach by itself when the connection breaks: the sites it enabled are disabled again.
+/// Ctrl-C (SIGINT) detaches as --duration does, even when it comes as soon as the sites are
+/// enabled (bootprof catches it from before it enables any); bootprof killed (SIGKILL) leaves the
+/// runtime to detach by itself when the connection breaks: the sites it enabled are disabled
+/// again. Each signal is sent once the sites were hit, so that the session holds records however
+/// slowly the program runs on a loaded machine.
 #[test]
 fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     let w = Work::new("attach-kill");
     let exe = w.build("attach", &["attach.c"], &[], &[]);
     let t = Target::start(&exe, 2, &[], &[]);
     let pid = t.pid.to_string();
-    // Waits until `bootprof list --pid` says that some sites are enabled (`on`), or none.
-    let enabled = |on: bool| {
+    // `bootprof list --pid`: whether some sites are enabled, and the hits of attach:even so far.
+    let state = || {
+        let listing = ok(&bootprof(&["list", "--pid", &pid]));
+        let hits = listing
+            .lines()
+            .filter(|l| l.contains(" attach:even "))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+        (!listing.contains(" 0 enabled;"), hits)
+    };
+    // Waits until some sites are enabled and hit after `since` hits (so that the session holds
+    // records however loaded the machine is), or (`on` false) until none is enabled.
+    let enabled = |on: bool, since: u64| {
         for _ in 0..250 {
-            let listing = ok(&bootprof(&["list", "--pid", &pid]));
-            if listing.contains(" 0 enabled;") != on {
+            let (some, hits) = state();
+            if some == on && (!on || hits > since) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -543,23 +559,363 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     };
     for (signal, code) in [("INT", Some(0)), ("KILL", None)] {
         let dir = w.path(signal);
+        let before = state().1;
         let client = Command::new(tools().join("bootprof"))
             .args(["attach", &pid, "-e", "attach:even", "-o"])
             .arg(&dir)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        enabled(true);
+        enabled(true, before);
         Command::new("kill")
             .args([&format!("-{signal}"), &client.id().to_string()])
             .status()
             .unwrap();
         let o = client.wait_with_output().unwrap();
         assert_eq!(o.status.code(), code, "{}", stderr(&o));
-        enabled(false);
+        enabled(false, 0);
         assert_eq!(t.text_differences(), 0, "after SIG{signal}");
         let got = events(&dir);
         assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
     }
     t.finish();
+}
+
+/// What `--live` printed: the numbers of the EVENT records of one provider it showed (in the
+/// order shown), the counts of its `LOST` lines of each cause, its other lines, and the three
+/// counts of its closing line on stderr.
+struct LiveView {
+    numbers: Vec<u64>,
+    /// `LOST N RECORDS (the reader fell behind)`: a ring chunk overwritten before it was read.
+    behind: Vec<u64>,
+    /// `LOST N RECORDS (dropped: the buffer was full)`.
+    dropped: Vec<u64>,
+    other: Vec<String>,
+    /// Records shown, lost (the reader fell behind), dropped (buffer full).
+    closing: [u64; 3],
+}
+
+impl LiveView {
+    /// Reads the output `o` of a `--live` whose records are EVENTs of `provider`'s probes, and
+    /// checks what holds however much was lost: the closing line counts the records shown
+    /// and sums the LOST lines of each cause, and no record is shown twice.
+    fn of(o: &Output, provider: &str) -> LiveView {
+        let text = ok(o);
+        let event = format!(": EVENT {provider}:");
+        let mut view = LiveView {
+            numbers: Vec::new(),
+            behind: Vec::new(),
+            dropped: Vec::new(),
+            other: Vec::new(),
+            closing: [0; 3],
+        };
+        for line in text.lines() {
+            if let Some(n) = line
+                .strip_prefix("LOST ")
+                .and_then(|rest| rest.split_once(' '))
+            {
+                let (count, cause) = (n.0.parse().unwrap(), n.1);
+                match cause {
+                    "RECORDS (the reader fell behind)" => view.behind.push(count),
+                    "RECORDS (dropped: the buffer was full)" => view.dropped.push(count),
+                    _ => panic!("{line}"),
+                }
+            } else if let Some((_, probe)) = line.split_once(&event) {
+                let (_, arg) = probe
+                    .split_once(" arg=0x")
+                    .unwrap_or_else(|| panic!("{line}"));
+                view.numbers.push(u64::from_str_radix(arg, 16).unwrap());
+            } else {
+                view.other.push(line.to_string());
+            }
+        }
+        let err = stderr(o);
+        let closing = err
+            .lines()
+            .find(|l| l.starts_with("bootprof: live: "))
+            .unwrap_or_else(|| panic!("no closing line: {err}"));
+        let counts: Vec<u64> = closing.split(' ').filter_map(|w| w.parse().ok()).collect();
+        view.closing = counts.try_into().unwrap();
+        let [shown, lost, dropped] = view.closing;
+        assert_eq!(
+            closing,
+            format!(
+                "bootprof: live: {shown} records shown, {lost} lost (the reader fell behind), \
+                 {dropped} dropped (buffer full)"
+            )
+        );
+        assert_eq!(shown, view.numbers.len() as u64, "{closing}");
+        assert_eq!(lost, view.behind.iter().sum::<u64>(), "{closing}");
+        assert_eq!(dropped, view.dropped.iter().sum::<u64>(), "{closing}");
+        let mut sorted = view.numbers.clone();
+        sorted.sort_unstable();
+        let before = sorted.len();
+        sorted.dedup();
+        assert_eq!(sorted.len(), before, "records shown twice");
+        view
+    }
+
+    /// Checks that it shows what the session in `dir`, whose buffer filled, holds: the same
+    /// records, and as many dropped, in LOST lines; none lost otherwise.
+    fn holds_what_a_full_buffer_kept(&self, dir: &Path) {
+        let [shown, lost, dropped] = self.closing;
+        assert!(!self.dropped.is_empty() && lost == 0, "{:?}", self.closing);
+        let (p, mut kept) = session_of(dir);
+        assert_eq!((p.records, p.dropped), (shown, dropped));
+        let mut numbers = self.numbers.clone();
+        numbers.sort_unstable();
+        kept.sort_unstable();
+        assert_eq!(numbers, kept);
+    }
+
+    /// Whether it showed every number of `numbers` (what the session holds at the end).
+    fn shows_all(&self, numbers: impl IntoIterator<Item = u64>) -> bool {
+        let shown: std::collections::HashSet<u64> = self.numbers.iter().copied().collect();
+        numbers.into_iter().all(|n| shown.contains(&n))
+    }
+}
+
+/// `bootprof run --live OPTIONS -o DIR live 2 HITS` (tests/runtime/live.c, its sites in call
+/// mode: fast hits), read; the program made its HITS hits.
+fn run_live(w: &Work, dir: &Path, options: &[&str], hits: u64) -> LiveView {
+    let exe = w.build("live", &["live.c"], &[], &[]);
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--live", "--mode", "call", "-e", "live:hit"])
+        .args(options)
+        .arg("-o")
+        .arg(dir)
+        .arg(exe)
+        .args(["2".to_string(), hits.to_string()])
+        .output()
+        .unwrap();
+    let view = LiveView::of(&o, "live");
+    let made = format!("hits {hits}");
+    assert!(view.other.contains(&made), "{:?}", view.other);
+    view
+}
+
+/// `bootprof attach --live --mode call OPTIONS -o DIR` to attach.c (two threads), read.
+fn attach_live(w: &Work, dir: &Path, options: &[&str]) -> LiveView {
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let o = attach(&t, dir, &[&["--live", "--mode", "call"], options].concat());
+    t.finish();
+    LiveView::of(&o, "attach")
+}
+
+/// The session's one process, and the numbers (arguments) of its records.
+fn session_of(dir: &Path) -> (bootprof_report::process::Process, Vec<u64>) {
+    let trace = bootprof_report::read_trace(dir).unwrap();
+    assert_eq!(trace.processes.len(), 1);
+    let numbers = trace.records.iter().map(|r| r.arg).collect();
+    (trace.processes[0].clone(), numbers)
+}
+
+/// With `--keep last` and a ring of a few hundred records per thread, threads that hit a site
+/// tens of millions of times a second overwrite most chunks before the reader (every 20 ms)
+/// gets to them: the live view says so in LOST lines, and what it showed plus what it counted
+/// lost is every record the program made (known from live.c's count, and from the session's
+/// ring: the records it kept plus those it overwrote), with none both shown and counted lost;
+/// everything the ring kept at the end was shown. For `bootprof run --live` and `bootprof attach
+/// --live`.
+#[test]
+fn the_live_view_counts_the_records_a_ring_overwrote_before_it_read_them() {
+    let w = Work::new("live-ring");
+    let ring = ["--keep", "last", "--buffer", "300"];
+    let hits = 3_000_000;
+    let dir = w.path("s-run");
+    let view = run_live(&w, &dir, &ring, hits);
+    let [shown, lost, dropped] = view.closing;
+    assert!(
+        !view.behind.is_empty() && dropped == 0,
+        "{:?}",
+        view.closing
+    );
+    assert_eq!(shown + lost, hits, "{:?}", view.closing);
+    assert!(view.numbers.iter().all(|&n| n < hits));
+    let (p, kept) = session_of(&dir);
+    assert_eq!(p.records + p.overwritten, hits);
+    assert!(view.shows_all(kept), "a record the ring kept was not shown");
+
+    let dir = w.path("s-attach");
+    let view = attach_live(
+        &w,
+        &dir,
+        &[&["-e", "attach:*", "--duration", "0.3"], &ring[..]].concat(),
+    );
+    let [shown, lost, _] = view.closing;
+    assert!(!view.behind.is_empty(), "{:?}", view.closing);
+    let (p, kept) = session_of(&dir);
+    assert_eq!(
+        shown + lost,
+        p.records + p.overwritten,
+        "{:?}",
+        view.closing
+    );
+    assert!(view.shows_all(kept), "a record the ring kept was not shown");
+}
+
+/// With `--keep start` and a buffer of a thousand records, the buffer fills at once and every
+/// later record is dropped: the live view says so in LOST lines (as they are dropped, from the
+/// lane's count), shows exactly the records the session holds, and what it showed plus what it
+/// counted dropped is every record the program made. For `bootprof run --live` and `bootprof
+/// attach --live`.
+#[test]
+fn the_live_view_counts_the_records_a_full_buffer_dropped() {
+    let w = Work::new("live-full");
+    let full = ["--keep", "start", "--buffer", "1000"];
+    let hits = 300_000;
+    let dir = w.path("s-run");
+    let view = run_live(&w, &dir, &full, hits);
+    let [shown, _, dropped] = view.closing;
+    assert_eq!(shown + dropped, hits, "{:?}", view.closing);
+    assert!(shown <= 1000, "{:?}", view.closing);
+    view.holds_what_a_full_buffer_kept(&dir);
+
+    let dir = w.path("s-attach");
+    let view = attach_live(
+        &w,
+        &dir,
+        &[&["-e", "attach:odd", "--duration", "0.2"], &full[..]].concat(),
+    );
+    view.holds_what_a_full_buffer_kept(&dir);
+}
+
+/// Who starts the container: user 65534 (`setpriv`) when the tests run as root, so that no
+/// root is involved; else the user running them.
+const NOBODY: [&str; 4] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
+
+/// `unshare` making a container: a user namespace whose root is the user who runs it (mapped
+/// to nothing else: no capability outside it), a pid namespace (the program is its pid 1) with
+/// its own /proc, and a mount namespace.
+const UNSHARE: [&str; 6] = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+];
+
+/// The user who may start containers here, as a command prefix (see [`NOBODY`]): root too if
+/// only root may (that container's root still has no capability outside it); `Err`, saying
+/// why, when no one may.
+fn container_starter(root: bool) -> Result<Vec<&'static str>, String> {
+    let mut why = String::new();
+    for prefix in [&NOBODY[..], &[]] {
+        if !root && !prefix.is_empty() {
+            continue;
+        }
+        let argv = [prefix, &UNSHARE[..], &["true"]].concat();
+        let o = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
+        if o.status.success() {
+            return Ok(prefix.to_vec());
+        }
+        let sep = if why.is_empty() { "" } else { "; " };
+        why += &format!("{sep}`{}`: {}", argv.join(" "), stderr(&o).trim_end());
+    }
+    Err(why)
+}
+
+/// Attaching inside a container needs no capability and no ptrace: `bootprof list --pid` and
+/// `bootprof attach`, run in the container's namespaces (`nsenter`) by its root (the
+/// unprivileged user who made it), attach to the program there (its pid 1, with its own /tmp
+/// as a container has), record what they enabled, and leave every site's NOP behind; and a
+/// program and `bootprof attach` both run by an unprivileged user (65534) do the same without
+/// any namespace. No root anywhere when the tests run as root.
+#[test]
+fn attaching_inside_a_container_or_as_an_unprivileged_user_needs_no_capability() {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { super::libc_getuid() } == 0;
+    let starter = match container_starter(root) {
+        Ok(prefix) => prefix,
+        Err(why) => {
+            eprintln!("skipped: this machine does not let a container be made here: {why}");
+            return;
+        }
+    };
+    let w = Work::new("attach-container");
+    let exe = copy_for_all(&w, &w.build("attach", &["attach.c"], &[], &[]), "bin");
+    // Where sessions go: anyone may make one there (the container's root may be user 65534).
+    let sessions = w.path("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The container's own /tmp (a tmpfs), as a container has, the test's directory bound into
+    // it at its place. (Sharing the host's, the container's root, user 0 there, would find
+    // /tmp/.bootprof-0 the host's root's: not its own, so no attach.)
+    let script = "exec 3<\"$1\" && mount -t tmpfs tmpfs /tmp && mkdir -p \"$1\" && \
+                  mount --no-canonicalize --bind /proc/self/fd/3 \"$1\" && exec 3<&- && \
+                  exec \"$2\" \"$3\"";
+    let work = w.0.to_str().unwrap();
+    let wrapper = [&starter[..], &UNSHARE, &["sh", "-c", script, "sh", work]].concat();
+    let mut t = Target::start(&exe, 2, &wrapper, &[]);
+    // The program is the child of unshare, whose pid `start` knows.
+    let children = format!("/proc/{0}/task/{0}/children", t.pid);
+    t.pid = std::fs::read_to_string(children)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let outer = t.pid.to_string();
+    let nsenter = ["nsenter", "--target", &outer, "--user", "--pid", "--mount"];
+    let inside = [&starter[..], &nsenter, &["--preserve-credentials"]].concat();
+    let dir = sessions.join("container");
+    attaches_and_detaches(&t, &inside, "1", &dir);
+    assert_eq!(
+        session_of(&dir).0.pid,
+        1,
+        "the lane names the pid the container sees"
+    );
+    t.finish();
+
+    if !root {
+        eprintln!("not tried: a program of user 65534 (the tests do not run as root)");
+        return;
+    }
+    let t = Target::start(&exe, 2, &NOBODY, &[]);
+    let dir = sessions.join("nobody");
+    attaches_and_detaches(&t, &NOBODY, &t.pid.to_string(), &dir);
+    t.finish();
+}
+
+/// Runs `bootprof list --pid PID` (the target `t` as `prefix` sees it: `pid`), `bootprof
+/// attach` recording attach:odd into `dir`, and `bootprof list --pid` again, each through
+/// `prefix`: the attach records what it enabled, only while attached, and afterwards every
+/// site holds its NOP again (as the runtime says, and as the program's memory shows).
+fn attaches_and_detaches(t: &Target, prefix: &[&str], pid: &str, dir: &Path) {
+    let exe = tools().join("bootprof");
+    let bootprof = |args: &[&str]| {
+        let all = [prefix, &[exe.to_str().unwrap()], args].concat();
+        Command::new(all[0])
+            .args(&all[1..])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let nops = "4 sites, 0 enabled; every disabled site holds its NOP\n";
+    let before = ok(&bootprof(&["list", "--pid", pid]));
+    assert!(before.ends_with(nops), "{before}");
+    let dir_arg = dir.to_str().unwrap();
+    let options = ["-e", "attach:odd", "--mode", "call", "--duration", "0.3"];
+    let o = bootprof(&[&["attach", pid, "-o", dir_arg], &options[..]].concat());
+    ok(&o);
+    assert!(
+        stderr(&o).starts_with(&format!(
+            "bootprof: attached to process {pid}: 2 sites enabled"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let after = ok(&bootprof(&["list", "--pid", pid]));
+    assert!(after.ends_with(nops), "{after}");
+    assert_eq!(t.text_differences(), 0, "the text is not the file's");
+    let got = events(dir);
+    assert!(!got.is_empty(), "nothing recorded");
+    assert!(got.iter().all(|(name, arg)| name == "odd" && arg % 2 == 1));
 }

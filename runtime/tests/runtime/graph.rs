@@ -247,3 +247,93 @@ fn graph_exits_survive_cxx_exceptions_caught_and_uncaught() {
         );
     }
 }
+
+/// The (name, count) rows of a profile-point table (heading first), sorted by name.
+fn point_rows(table: &str) -> Vec<(String, u64)> {
+    let mut lines = table.lines();
+    assert!(
+        lines.next().is_some_and(|h| h.starts_with("profile point")),
+        "{table}"
+    );
+    let mut rows: Vec<(String, u64)> = lines
+        .filter(|l| !l.starts_with("(no profile points were counted"))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next().unwrap().into(), f.next().unwrap().parse().unwrap())
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Profile points are accounted only while someone will read them: `--points` counts every
+/// pair from the start (exactly, under --graph as with -finstrument-functions's exit hooks, and
+/// the table at exit has them all); without it the first `bootprof_print_points` starts the
+/// accounting, finds none and says so, and `bootprof_count_points` starts it where the program
+/// says.
+#[test]
+fn profile_points_count_from_the_start_with_points_else_from_the_first_reader() {
+    let w = Work::new("graph-points");
+    let rows = |r: &[(&str, u64)]| -> Vec<(String, u64)> {
+        r.iter().map(|&(n, c)| (n.to_string(), c)).collect()
+    };
+    let all = vec![rows(&[("leaf", 3)]), rows(&[("leaf", 5), ("table", 1)])];
+    for (build, flags, graph) in [
+        ("fentry", &["-pg", "-mfentry"][..], true),
+        ("instrument", &["-finstrument-functions"][..], false),
+    ] {
+        let exe = w.build(&format!("points-{build}"), &["points.c"], flags, &[]);
+        for (points, arg, want) in [
+            (true, "-", all.clone()),
+            // The first table started the accounting: the second has the calls after it (the
+            // second table's own call had not returned when it was written).
+            (false, "-", vec![vec![], rows(&[("leaf", 2)])]),
+            (false, "count", all.clone()),
+        ] {
+            let what = format!("{build} --points {points} {arg}");
+            let mut cmd = Command::new(tools().join("bootprof"));
+            cmd.args(["run", "--mode", "call", "-o"])
+                .arg(w.path(&format!("{build}-{points}-{arg}")));
+            if graph {
+                cmd.arg("--graph");
+            }
+            if points {
+                cmd.arg("--points");
+            }
+            let o = cmd.arg("--").arg(&exe).arg(arg).output().unwrap();
+            let out = ok(&o);
+            let parts: Vec<&str> = out.split("--\n").collect();
+            assert_eq!(parts.len(), 3, "{what}: {out}");
+            assert_eq!(parts[2], "12\n", "{what}: the program's output");
+            let got: Vec<_> = parts[..2].iter().map(|t| point_rows(t)).collect();
+            assert_eq!(got, want, "{what}");
+            // A table printed before anything counted says so, not only nothing.
+            let said = parts
+                .iter()
+                .map(|t| t.contains("(no profile points were counted"));
+            let counted_from_start = points || arg == "count";
+            assert_eq!(
+                said.collect::<Vec<_>>(),
+                [!counted_from_start, false, false],
+                "{what}: {out}"
+            );
+            // With --points the table at exit, on stderr, has every pair; else there is none.
+            let err = String::from_utf8_lossy(&o.stderr);
+            match err.find("profile point") {
+                Some(at) => {
+                    let table = err[at..]
+                        .lines()
+                        .take_while(|l| !l.starts_with("bootprof:"));
+                    let table: Vec<&str> = table.collect();
+                    assert!(points, "{what}: {err}");
+                    assert_eq!(
+                        point_rows(&table.join("\n")),
+                        rows(&[("leaf", 5), ("main", 1), ("table", 2)]),
+                        "{what}: {err}"
+                    );
+                }
+                None => assert!(!points, "{what}: {err}"),
+            }
+        }
+    }
+}
