@@ -1,12 +1,14 @@
-//! Prelinking the runtime: takes `libbootprof_runtime.a` (a Rust staticlib, tens of megabytes with
-//! the standard library); hands on one small relocatable object (a megabyte), so that each link
+//! Prelinking the runtime: takes the runtime's staticlib (megabytes, with `core` and `alloc`);
+//! hands on one small relocatable object (a few hundred kilobytes), so that each link
 //! pulls that instead of searching the archive.
 //!
 //! The object is a partial link (`ld -r --gc-sections`) rooted at every `bootprof_*` symbol the
 //! archive defines (the C API and the registration entry points: the list comes from the archive,
 //! through `nm`, so it cannot drift from the runtime) and every `__wrap_*` one (what the
-//! program's calls to the C library functions bootprof-link wraps reach), then stripped of debug information and of
-//! the LLVM bitcode the standard library carries.
+//! program's calls to the C library functions bootprof-link wraps reach), then stripped of debug
+//! information and of the LLVM bitcode the Rust libraries carry, with every symbol but those
+//! made local (the object brings its own `core` and `alloc`, which must not meet a Rust
+//! program's).
 //!
 //! Two users, so this file needs nothing but `std`: `runtime/cli/build.rs` includes it to make
 //! the object `bootprof-link` carries, and [`crate::runtime_lib`] prelinks an archive that
@@ -45,12 +47,36 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
             "--remove-section=.llvmbc",
             "--remove-section=.llvmcmd",
             "--strip-debug",
+            // Local symbols no relocation needs (the names of the runtime's and `core`'s
+            // functions): tens of kilobytes of every program's symbol table.
+            "--strip-unneeded",
         ])
+        // Every other symbol the object defines becomes local: the `core` and `alloc` inside
+        // it never meet a Rust program's own, nor its `_Unwind_Resume` a C++ program's.
+        .args(roots.iter().map(|r| format!("--keep-global-symbol={r}")))
         .arg(&partial)
         .arg(&stripped);
-    let made = run(&mut ld).and_then(|_| run(&mut objcopy)).and_then(|_| {
-        std::fs::rename(&stripped, output).map_err(|e| format!("{}: {e}", output.display()))
-    });
+    let made = run(&mut ld)
+        .and_then(|_| run(&mut objcopy))
+        .and_then(|_| {
+            // The COMDAT groups of the personality's indirect references (`DW.ref.NAME`,
+            // which `core` makes for its unwind tables) would be merged with a Rust or C++
+            // program's own, and ours discarded under the object's unwind tables: renamed,
+            // they are the object's alone.
+            let refs = comdat_refs(&stripped)?;
+            if refs.is_empty() {
+                return Ok(());
+            }
+            let mut rename = Command::new("objcopy");
+            rename.args(
+                refs.iter()
+                    .map(|name| format!("--redefine-sym={name}=bootprof.{name}")),
+            );
+            run(rename.arg(&stripped)).map(drop)
+        })
+        .and_then(|_| {
+            std::fs::rename(&stripped, output).map_err(|e| format!("{}: {e}", output.display()))
+        });
     let _ = std::fs::remove_file(&partial);
     let _ = std::fs::remove_file(&stripped);
     made
@@ -71,6 +97,19 @@ fn entry_points(archive: &Path) -> Result<Vec<String>, String> {
     names.sort();
     names.dedup();
     Ok(names)
+}
+
+/// The `DW.ref.*` symbols `object` defines (each the signature of a COMDAT group).
+fn comdat_refs(object: &Path) -> Result<Vec<String>, String> {
+    let mut nm = Command::new("nm");
+    nm.args(["--defined-only", "--portability"]).arg(object);
+    let listing = run(&mut nm)?;
+    Ok(String::from_utf8_lossy(&listing)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with("DW.ref."))
+        .map(str::to_string)
+        .collect())
 }
 
 /// Runs `cmd`; its standard output, or an error with the command and what it printed.

@@ -161,8 +161,10 @@ pub const WRAPPED: [(&str, bool); 6] = [
 ];
 
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
-/// shared objects (their tables register with the executable's runtime), for links without the
-/// C library, and for Rust programs (which use the `bootprof-runtime` crate itself).
+/// shared objects (their tables register with the executable's runtime), and for links without
+/// the C library. A Rust program that depends on the `bootprof-runtime` crate has the runtime
+/// already (its rlib, with the standard library); one that does not gets the runtime object as
+/// a C program does (its symbols local, so its `core` never meets the program's).
 pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> {
     // `-u` pulls the runtime's entry points in (the stubs refer to them only weakly); shared
     // objects loaded later find the executable's copies by their exports.
@@ -199,7 +201,7 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
         return Ok(if has_runtime {
             with_register(Vec::new())
         } else {
-            Vec::new()
+            with_register(vec![runtime.object_to_link()?.display().to_string()])
         });
     }
     if has(&["-nostdlib", "-nodefaultlibs"]) {

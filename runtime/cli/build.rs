@@ -5,8 +5,8 @@
 //! the pair that changes with their contents (the directory of the per-user cache they are
 //! written into).
 //!
-//! The `bootprof-runtime` staticlib (tens of megabytes, the standard library included) comes from
-//! a nested cargo with a target directory of its own under `OUT_DIR`, so it does not wait on the
+//! The runtime's staticlib (`runtime/c`: the runtime crate without the Rust standard library,
+//! panics aborting; megabytes of archive, `core` and `alloc` included) comes from a nested cargo with a target directory of its own under `OUT_DIR`, so it does not wait on the
 //! lock of the build that runs this script. It is built for the same target and profile
 //! (release or debug), without the flags of this build (`RUSTFLAGS` and the like are for
 //! `bootprof-link`, not for the code it links into other programs: a `-C linker=` or a sanitizer
@@ -43,6 +43,8 @@ fn main() {
     for input in [
         runtime.join("src"),
         runtime.join("Cargo.toml"),
+        runtime.join("c/src"),
+        runtime.join("c/Cargo.toml"),
         runtime.join("format/src"),
         runtime.join("format/Cargo.toml"),
         header.clone(),
@@ -73,6 +75,7 @@ fn main() {
 fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
     let target = var("TARGET");
     let release = var("PROFILE") == "release";
+    let profile = if release { "release" } else { "dev" };
     let target_dir = out.join("runtime-target");
     let mut cargo = Command::new(var("CARGO"));
     cargo
@@ -83,7 +86,17 @@ fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
             "staticlib",
             "--manifest-path",
         ])
-        .arg(runtime.join("Cargo.toml"))
+        .arg(runtime.join("c/Cargo.toml"))
+        .args(["--features", "standalone"])
+        // No unwinding (a panic aborts: no unwinder, no libgcc_s) and one code generation unit,
+        // whatever the workspace's profile says. No LTO: its code generation calls the C library
+        // through the global offset table whatever `-Zplt` says (see below).
+        .args(["--config", &format!("profile.{profile}.panic=\"abort\"")])
+        .args(["--config", &format!("profile.{profile}.lto=false")])
+        .args(["--config", &format!("profile.{profile}.codegen-units=1")])
+        // `#![feature(thread_local)]` in the runtime's no_std build (see runtime/src/sys.rs):
+        // the same thread-locals the standard library's `thread_local!` compiles to.
+        .env("RUSTC_BOOTSTRAP", "1")
         .args(["--target", &target])
         .arg("--target-dir")
         .arg(&target_dir);
@@ -109,16 +122,23 @@ fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
             cargo.env_remove(&*name);
         }
     }
-    if let Some(flags) = std::env::var_os("BOOTPROF_RUNTIME_RUSTFLAGS") {
-        cargo.env("RUSTFLAGS", flags);
+    // Initial-exec thread-locals: what an executable's own code uses (a `-static` link and a
+    // PIE alike), with no `__tls_get_addr` and so no dependency on the dynamic loader by name.
+    // Calls into the C library through the PLT, as C code makes them: bound when first made,
+    // not all of them at start-up (rustc's default goes through the GOT, which the dynamic
+    // loader fills before `main`: tens of thousands of instructions of symbol lookups).
+    let mut flags = std::ffi::OsString::from("-Ztls-model=initial-exec -Zplt=yes");
+    if let Some(more) = std::env::var_os("BOOTPROF_RUNTIME_RUSTFLAGS") {
+        flags.push(" ");
+        flags.push(more);
     }
+    cargo.env("RUSTFLAGS", flags);
     prelink::run(&mut cargo)
         .unwrap_or_else(|e| fail(&format!("building the runtime staticlib: {e}")));
-    let profile = if release { "release" } else { "debug" };
     let archive = target_dir
         .join(&target)
-        .join(profile)
-        .join("libbootprof_runtime.a");
+        .join(if release { "release" } else { "debug" })
+        .join("libbootprof_runtime_c.a");
     if !archive.is_file() {
         fail(&format!(
             "the runtime's build left no {}",

@@ -6,10 +6,12 @@
 
 use crate::dispatch::{HandlerFn, Hit};
 use crate::note::note;
+use crate::prelude::*;
 use crate::registry::{self, Error, Mode};
+use crate::sys;
 use crate::{recorder, site, trap};
 use bootprof_format::pattern::{self, Pattern};
-use std::sync::atomic::Ordering;
+use core::sync::atomic::Ordering;
 
 /// Starts recording hits of enabled sites (TSLOG-style event log; see [`recorder`]).
 pub fn record() -> bool {
@@ -19,8 +21,12 @@ pub fn record() -> bool {
 /// Writes the event log to `path` (atomically); returns the number of records. Counting hits
 /// (`BOOTPROF_COUNT=1`), writes the counts so far instead (into the session's lane, else to
 /// stderr), and the event log too only if the program started recording (else returns 0).
+#[cfg(feature = "std")]
 pub fn dump(path: impl AsRef<std::path::Path>) -> std::io::Result<u64> {
-    recorder::dump_on_demand(path.as_ref()).map(|n| n.unwrap_or(0))
+    use std::os::unix::ffi::OsStrExt;
+    recorder::dump_on_demand(path.as_ref().as_os_str().as_bytes())
+        .map(|n| n.unwrap_or(0))
+        .map_err(std::io::Error::from)
 }
 
 /// Enables every site matching `pattern` in trap mode. Returns how many sites changed.
@@ -73,7 +79,7 @@ pub struct HandlerId(pub usize);
 pub fn add_handler_fn(
     pattern: &str,
     func: HandlerFn,
-    cookie: *mut std::ffi::c_void,
+    cookie: *mut core::ffi::c_void,
 ) -> Result<HandlerId, Error> {
     registry::add_handler(pattern, func, cookie as usize).map(HandlerId)
 }
@@ -83,7 +89,7 @@ pub fn add_handler<F: Fn(&Hit) + Send + Sync + 'static>(
     pattern: &str,
     f: F,
 ) -> Result<HandlerId, Error> {
-    extern "C" fn shim<F: Fn(&Hit)>(hit: *const Hit, cookie: *mut std::ffi::c_void) {
+    extern "C" fn shim<F: Fn(&Hit)>(hit: *const Hit, cookie: *mut core::ffi::c_void) {
         // SAFETY: the cookie is the leaked closure below; the hit lives for the call.
         unsafe { (*(cookie as *const F))(&*hit) }
     }
@@ -175,7 +181,7 @@ fn trap_mode_in_use() -> bool {
 /// so far; called after each registration, so shared objects and later `dlopen`s are covered
 /// too. The environment is read once.
 pub(crate) fn apply_environment() {
-    static ENV: std::sync::OnceLock<Option<Environment>> = std::sync::OnceLock::new();
+    static ENV: crate::sys::OnceLock<Option<Environment>> = crate::sys::OnceLock::new();
     let Some(env) = ENV.get_or_init(read_environment) else {
         return;
     };
@@ -206,24 +212,24 @@ struct Environment {
 
 fn read_environment() -> Option<Environment> {
     let (enable, stacktrace) = ("BOOTPROF_ENABLE", "BOOTPROF_STACKTRACE");
-    if std::env::var_os(enable).is_none() && std::env::var_os(stacktrace).is_none() {
+    if sys::var_os(enable).is_none() && sys::var_os(stacktrace).is_none() {
         return None;
     }
-    if let Some(notrace) = std::env::var_os("BOOTPROF_NOTRACE") {
-        match pattern::parse_list(&notrace.to_string_lossy()) {
+    if let Some(notrace) = sys::var_os("BOOTPROF_NOTRACE") {
+        match pattern::parse_list(&String::from_utf8_lossy(notrace)) {
             Ok(list) => site::lock().notrace.extend(list),
             Err(e) => note(&format!("BOOTPROF_NOTRACE: {e}")),
         }
     }
     // SAFETY: getauxval has no preconditions.
-    if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
+    if crate::sys::auxv(libc::AT_SECURE) != 0 {
         note("BOOTPROF_ENABLE and BOOTPROF_STACKTRACE ignored in secure-execution mode");
         return None;
     }
-    let mode = match std::env::var("BOOTPROF_MODE").as_deref() {
-        Ok("call") => Mode::Call,
-        Ok("trap") | Err(_) => Mode::Trap,
-        Ok(other) => {
+    let mode = match sys::var("BOOTPROF_MODE") {
+        Some("call") => Mode::Call,
+        Some("trap") | None => Mode::Trap,
+        Some(other) => {
             note(&format!(
                 "BOOTPROF_MODE={other} is neither trap nor call; using trap"
             ));
@@ -232,8 +238,8 @@ fn read_environment() -> Option<Environment> {
     };
     // A list that does not parse is reported, and enables nothing.
     let list = |var: &str| -> Vec<Pattern> {
-        let text = std::env::var_os(var).unwrap_or_default();
-        pattern::parse_list(&text.to_string_lossy()).unwrap_or_else(|e| {
+        let text = sys::var_os(var).unwrap_or_default();
+        pattern::parse_list(&String::from_utf8_lossy(text)).unwrap_or_else(|e| {
             note(&format!("{var}: {e}"));
             Vec::new()
         })

@@ -11,16 +11,15 @@
 //! setgid, file capabilities) never listens, nor one started with `BOOTPROF_ATTACH=0`.
 
 use crate::note::note;
+use crate::prelude::*;
 use crate::registry::{self, Mode, SiteRec};
+use crate::sys::{self, display, Fd};
 use crate::{knock, recorder, site};
+use alloc::sync::Arc;
 use bootprof_format::attach::{self as proto, SiteLine};
 use bootprof_format::lane::Keep;
 use bootprof_format::pattern::{self, Pattern};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// How long the listener waits for the client that knocked to connect.
 const CONNECT_WAIT_MS: i32 = 10_000;
@@ -28,18 +27,18 @@ const CONNECT_WAIT_MS: i32 = 10_000;
 /// Installs the knock's handler, unless attaching is off: `BOOTPROF_ATTACH=0`, or the process
 /// runs in secure-execution mode. `BOOTPROF_ATTACH_SIGNAL` chooses the signal. Once, at the
 /// first registration.
-pub(crate) fn init_from_environment() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
+/// `asked`: whether any `BOOTPROF_` variable is set (if none is, neither of attaching's is).
+pub(crate) fn init_from_environment(asked: bool) {
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
     ONCE.call_once(|| {
-        if std::env::var_os(proto::ENV_ATTACH).is_some_and(|v| v == "0") {
+        if asked && sys::var_is(proto::ENV_ATTACH, "0") {
             return;
         }
-        // SAFETY: getauxval has no preconditions.
-        if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
+        if sys::auxv(libc::AT_SECURE) != 0 {
             return;
         }
-        let signal = match std::env::var(proto::ENV_SIGNAL) {
-            Ok(name) if !name.is_empty() => proto::signal_number(&name).unwrap_or_else(|| {
+        let signal = match sys::var(proto::ENV_SIGNAL).filter(|_| asked) {
+            Some(name) if !name.is_empty() => proto::signal_number(name).unwrap_or_else(|| {
                 note(&format!(
                     "{}={name} is not a signal attaching may use (URG, WINCH, USR1, USR2, \
                      RTMIN+N); using URG",
@@ -58,7 +57,7 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
     // The program's signals are for the program's threads.
     // SAFETY: a full set we own; blocks signals of this thread only.
     unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut all: libc::sigset_t = core::mem::zeroed();
         libc::sigfillset(&mut all);
         for sync in [
             libc::SIGSEGV,
@@ -69,14 +68,14 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
         ] {
             libc::sigdelset(&mut all, sync);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
         libc::prctl(libc::PR_SET_NAME, c"bootprof-attach".as_ptr());
     }
     if let Err(e) = serve() {
         note(&format!("attach: {e}"));
     }
     knock::listener_done();
-    std::ptr::null_mut()
+    core::ptr::null_mut()
 }
 
 /// Listens on the socket for the client that knocked and for any that come while one is
@@ -86,80 +85,110 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
 fn serve() -> Result<(), String> {
     // SAFETY: no preconditions.
     let (euid, pid) = unsafe { (libc::geteuid(), libc::getpid() as u32) };
-    let dir = PathBuf::from(proto::user_dir(euid));
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.is_dir() || meta.uid() != euid || meta.permissions().mode() & 0o077 != 0 {
+    let dir = proto::user_dir(euid).into_bytes();
+    let meta = sys::lstat(&dir).map_err(|e| format!("{}: {e}", display(&dir)))?;
+    if meta.st_mode & libc::S_IFMT != libc::S_IFDIR
+        || meta.st_uid != euid
+        || meta.st_mode & 0o077 != 0
+    {
         return Err(format!(
             "{} is not a directory private to user {euid}: attach refused",
-            dir.display()
+            display(&dir)
         ));
     }
-    let _ = std::fs::remove_file(dir.join(proto::knock_file(pid)));
-    let path = dir.join(proto::socket_file(pid));
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)
-        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-    let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let _ = sys::remove_file(&sys::join(&dir, proto::knock_file(pid).as_bytes()));
+    let path = sys::join(&dir, proto::socket_file(pid).as_bytes());
+    let _ = sys::remove_file(&path);
+    let listener =
+        listen(&path).map_err(|e| format!("cannot listen on {}: {e}", display(&path)))?;
+    let _ = sys::chmod(&path, 0o600);
+    let active = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
     let mut served = false;
-    let mut idle_since = std::time::Instant::now();
+    let mut idle_since = sys::Instant::now();
     loop {
         if let Some(stream) = accept_within(&listener, 100) {
             served |= admit(stream, euid, pid, &active, &mut threads);
         }
-        if active.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            idle_since = std::time::Instant::now();
+        if active.load(Ordering::Acquire) > 0 {
+            idle_since = sys::Instant::now();
             continue;
         }
-        let patience = if served { 0 } else { CONNECT_WAIT_MS as u128 };
-        if idle_since.elapsed().as_millis() >= patience {
+        let patience = if served { 0 } else { CONNECT_WAIT_MS as u64 };
+        if idle_since.elapsed_ns() / 1_000_000 >= patience {
             break;
         }
     }
-    let _ = std::fs::remove_file(&path);
+    let _ = sys::remove_file(&path);
     // Whoever connected before the name was gone is served all the same.
     while let Some(stream) = accept_within(&listener, 0) {
         admit(stream, euid, pid, &active, &mut threads);
     }
     for t in threads {
-        let _ = t.join();
+        t.join();
     }
     Ok(())
+}
+
+/// A unix stream socket listening at `path`.
+fn listen(path: &[u8]) -> sys::Result<Fd> {
+    // SAFETY: an address we own, filled within its bounds (the path is checked to fit).
+    unsafe {
+        let mut addr: libc::sockaddr_un = core::mem::zeroed();
+        if path.len() >= addr.sun_path.len() || path.contains(&0) {
+            return Err(sys::Errno(libc::ENAMETOOLONG));
+        }
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, &s) in addr.sun_path.iter_mut().zip(path) {
+            *d = s as libc::c_char;
+        }
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(sys::Errno::last());
+        }
+        let fd = Fd(fd);
+        let len = core::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        if libc::bind(fd.0, (&addr as *const libc::sockaddr_un).cast(), len) != 0
+            || libc::listen(fd.0, 16) != 0
+        {
+            return Err(sys::Errno::last());
+        }
+        Ok(fd)
+    }
 }
 
 /// Serves `stream` on a thread of its own if its peer is the process's user or root (true),
 /// else tells it why not.
 fn admit(
-    mut stream: UnixStream,
+    stream: Fd,
     euid: u32,
     pid: u32,
-    active: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    threads: &mut Vec<std::thread::JoinHandle<()>>,
+    active: &Arc<AtomicUsize>,
+    threads: &mut Vec<sys::Thread>,
 ) -> bool {
     match peer_uid(&stream) {
         Some(uid) if uid == euid || uid == 0 => {}
         uid => {
             let who = uid.map_or("an unknown user".into(), |u| format!("user {u}"));
-            let _ = writeln!(
-                stream,
-                "error permission denied: process {pid} belongs to user {euid}, not to {who}"
+            let _ = stream.write_all(
+                format!(
+                    "error permission denied: process {pid} belongs to user {euid}, not to {who}\n"
+                )
+                .as_bytes(),
             );
             return false;
         }
     }
     let ours = active.clone();
-    active.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    let spawned = std::thread::Builder::new()
-        .name("bootprof-attach".into())
-        .spawn(move || {
-            Session::default().talk(stream);
-            ours.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        });
+    active.fetch_add(1, Ordering::AcqRel);
+    let spawned = sys::spawn(c"bootprof-attach", move || {
+        Session::default().talk(stream);
+        ours.fetch_sub(1, Ordering::AcqRel);
+    });
     match spawned {
         Ok(t) => threads.push(t),
         Err(e) => {
-            active.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            active.fetch_sub(1, Ordering::AcqRel);
             note(&format!("attach: cannot start a thread: {e}"));
         }
     }
@@ -167,9 +196,9 @@ fn admit(
 }
 
 /// A client that connects within `ms` milliseconds, if one does.
-fn accept_within(listener: &UnixListener, ms: i32) -> Option<UnixStream> {
+fn accept_within(listener: &Fd, ms: i32) -> Option<Fd> {
     let mut fds = libc::pollfd {
-        fd: listener.as_raw_fd(),
+        fd: listener.0,
         events: libc::POLLIN,
         revents: 0,
     };
@@ -177,27 +206,37 @@ fn accept_within(listener: &UnixListener, ms: i32) -> Option<UnixStream> {
     if unsafe { libc::poll(&mut fds, 1, ms) } != 1 {
         return None;
     }
-    match listener.accept() {
-        Ok((stream, _)) => Some(stream),
-        Err(e) => {
-            note(&format!("attach: accepting a connection: {e}"));
-            None
-        }
+    // SAFETY: accepts on our own socket, without the peer's address.
+    let fd = unsafe {
+        libc::accept4(
+            listener.0,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        note(&format!(
+            "attach: accepting a connection: {}",
+            sys::Errno::last()
+        ));
+        return None;
     }
+    Some(Fd(fd))
 }
 
 /// The user id of the process at the other end of `stream`.
-fn peer_uid(stream: &UnixStream) -> Option<u32> {
+fn peer_uid(stream: &Fd) -> Option<u32> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let mut len = core::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED fills the ucred we own, of the length given.
     let r = unsafe {
         libc::getsockopt(
-            stream.as_raw_fd(),
+            stream.0,
             libc::SOL_SOCKET,
             libc::SO_PEERCRED,
             (&mut cred as *mut libc::ucred).cast(),
@@ -220,22 +259,20 @@ struct Session {
 
 impl Session {
     /// Answers the client's requests until it detaches or goes away; then detaches.
-    fn talk(mut self, stream: UnixStream) {
-        let Ok(mut out) = stream.try_clone() else {
-            return;
+    fn talk(mut self, stream: Fd) {
+        let mut lines = Lines {
+            fd: &stream,
+            pending: Vec::new(),
         };
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else {
-                break;
-            };
+        while let Some(line) = lines.next_line() {
             let (verb, rest) = line.split_once(' ').unwrap_or((&line, ""));
             if verb == "detach" {
                 let answer = self.detach();
-                let _ = out.write_all(answer.as_bytes());
+                let _ = stream.write_all(answer.as_bytes());
                 return;
             }
             let answer = self.answer(verb, rest);
-            if out.write_all(answer.as_bytes()).is_err() {
+            if stream.write_all(answer.as_bytes()).is_err() {
                 break;
             }
         }
@@ -271,7 +308,7 @@ impl Session {
         if self.recording {
             return Err("this attach records already".into());
         }
-        recorder::start_attached(std::ffi::OsStr::new(dir), keep, capacity.max(1))?;
+        recorder::start_attached(dir.as_bytes(), keep, capacity.max(1))?;
         self.recording = true;
         Ok("ok\n".into())
     }
@@ -305,10 +342,10 @@ impl Session {
         let not_restored = self
             .enabled
             .iter()
-            .filter(|s| registered.iter().any(|r| std::ptr::eq(*r, **s)))
+            .filter(|s| registered.iter().any(|r| core::ptr::eq(*r, **s)))
             .filter(|s| s.state() == site::DISABLED && !registry::holds_nop(s))
             .count();
-        let enabled = std::mem::take(&mut self.enabled);
+        let enabled = core::mem::take(&mut self.enabled);
         match restored {
             Ok(n) => format!("ok {n} {not_restored}\n"),
             Err(e) => format!(
@@ -346,7 +383,7 @@ fn list() -> String {
             }
             .into(),
             holds_nop: registry::holds_nop(s),
-            hits: s.hits.load(std::sync::atomic::Ordering::Relaxed),
+            hits: s.hits.load(Ordering::Relaxed),
             kind: s.kind.name().into(),
             provider: s.provider.into(),
             name: s.name.into(),
@@ -359,4 +396,28 @@ fn list() -> String {
     }
     out.push_str(&format!("ok {}\n", sites.len()));
     out
+}
+
+/// The lines a client sends, read from its socket (a line that is not UTF-8 ends the talk).
+struct Lines<'a> {
+    fd: &'a Fd,
+    /// Bytes read after the last line handed on.
+    pending: Vec<u8>,
+}
+
+impl Lines<'_> {
+    /// The next line, without its newline; `None` at the end of the stream or on an error.
+    fn next_line(&mut self) -> Option<String> {
+        loop {
+            if let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=at).take(at).collect();
+                return String::from_utf8(line).ok();
+            }
+            let mut buf = [0u8; 4096];
+            match self.fd.read(&mut buf) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
 }

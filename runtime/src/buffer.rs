@@ -15,13 +15,15 @@
 //! itself: the dispatcher never re-enters the recorder on one thread).
 
 use crate::clock::{monotonic_ns, rdtsc, realtime_ns};
+use crate::prelude::*;
+use crate::sys::{self, display, Errno};
 use bootprof_format::lane::{self as fmt, field, Keep, CHUNK_SIZE, LANE_HEADER_SIZE};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Start of the mapping (the lane header); null until a buffer exists. After [`close`] it
 /// points at what took the closed lane's place (anonymous memory), never at nothing, so that a
 /// thread still on its way through a record writes into memory that is there.
-static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 /// Whether the buffer at `BASE` is in use (false after [`close`]).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Counts the lanes closed: a thread whose chunk belongs to an older lane forgets it.
@@ -131,7 +133,7 @@ pub(crate) fn used() -> &'static [u8] {
         .min(grown().load(Ordering::Acquire));
     // SAFETY: the first `n` chunks exist and stay mapped.
     unsafe {
-        std::slice::from_raw_parts(
+        core::slice::from_raw_parts(
             BASE.load(Ordering::Relaxed),
             LANE_HEADER_SIZE + n as usize * CHUNK_SIZE,
         )
@@ -168,7 +170,7 @@ pub(crate) fn append_meta(len: usize, wait: Wait, fill: impl FnOnce(&mut [u8]) -
     let p = chunk(k);
     // SAFETY: the claimed chunks are ours, consecutive in the mapping, and hold `len` bytes after
     // the first one's header (`meta_chunks`); a new claim's memory is zero.
-    let used = fill(unsafe { std::slice::from_raw_parts_mut(p.add(fmt::CHUNK_HEADER_SIZE), len) });
+    let used = fill(unsafe { core::slice::from_raw_parts_mut(p.add(fmt::CHUNK_HEADER_SIZE), len) });
     // SAFETY: chunk `k` is ours.
     unsafe {
         commit_chunk_header(
@@ -232,7 +234,7 @@ fn grow(end: u64, wait: Wait) -> bool {
             return false;
         }
         while GROWING.load(Ordering::Acquire) {
-            std::hint::spin_loop();
+            core::hint::spin_loop();
         }
         if end <= grown().load(Ordering::Acquire) {
             return true;
@@ -250,8 +252,7 @@ fn extend(from: u64, to: u64) -> bool {
         // SAFETY: plain system calls on our own descriptor.
         let r = unsafe { libc::fallocate(fd, 0, at as libc::off_t, len as libc::off_t) };
         if r != 0 {
-            let unsupported =
-                std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP);
+            let unsupported = crate::sys::Errno::last().0 == libc::EOPNOTSUPP;
             // SAFETY: as above.
             if !unsupported || unsafe { libc::ftruncate(fd, (at + len) as libc::off_t) } != 0 {
                 return false;
@@ -290,7 +291,7 @@ pub(crate) fn punch(k: u64, n: u64) {
     if !punched {
         // A file system that cannot punch holes (or anonymous memory): zeros, at least.
         // SAFETY: the range is inside our mapping and ours (the caller freed it).
-        unsafe { std::ptr::write_bytes(chunk(k), 0, len) };
+        unsafe { core::ptr::write_bytes(chunk(k), 0, len) };
     }
 }
 
@@ -303,7 +304,7 @@ pub(crate) fn refill(k: u64, n: u64) -> bool {
 /// Creates the buffer: a lane file in the session directory `session` if there is one, else
 /// anonymous memory. Returns a note to print when the session cannot be used (recording then
 /// goes to memory).
-pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<(), String> {
+pub(crate) fn create(setup: Setup, session: Option<&[u8]>) -> Result<(), String> {
     KEEP.store(setup.keep as u32, Ordering::Relaxed);
     let mut problem = None;
     if let Some(dir) = session {
@@ -312,10 +313,16 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
                 DIR_FD.store(dir_fd, Ordering::Relaxed);
                 match new_lane(setup, None, None) {
                     Ok(()) => return Ok(()),
-                    Err(e) => problem = Some(format!("cannot create a lane in {dir:?}: {e}")),
+                    Err(e) => {
+                        let dir = display(dir);
+                        problem = Some(format!("cannot create a lane in {dir:?}: {e}"))
+                    }
                 }
             }
-            Err(e) => problem = Some(format!("cannot use the session directory {dir:?}: {e}")),
+            Err(e) => {
+                let dir = display(dir);
+                problem = Some(format!("cannot use the session directory {dir:?}: {e}"))
+            }
         }
     }
     let base = reserve(-1, None).ok_or("cannot reserve memory for the record buffer")?;
@@ -333,9 +340,9 @@ pub(crate) fn create(setup: Setup, session: Option<&std::ffi::OsStr>) -> Result<
 
 /// Creates the buffer as a lane file in the session directory `dir`, or fails (no recording into
 /// memory instead): what `bootprof attach` asks for, once per attach.
-pub(crate) fn create_lane(setup: Setup, dir: &std::ffi::OsStr) -> std::io::Result<()> {
+pub(crate) fn create_lane(setup: Setup, dir: &[u8]) -> sys::Result<()> {
     if exists() {
-        return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+        return Err(Errno(libc::EBUSY));
     }
     KEEP.store(setup.keep as u32, Ordering::Relaxed);
     let dir_fd = open_dir(dir)?;
@@ -400,9 +407,11 @@ unsafe fn anonymous_over(base: *mut u8, len: usize) -> bool {
     placed == base.cast()
 }
 
-fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_bytes())?;
+fn open_dir(dir: &[u8]) -> sys::Result<libc::c_int> {
+    if dir.contains(&0) {
+        return Err(Errno(libc::EINVAL));
+    }
+    let path = sys::CPath::new(dir);
     // SAFETY: a NUL-terminated path. O_NOFOLLOW: never a symlink planted in the session's place.
     let fd = unsafe {
         libc::open(
@@ -411,7 +420,7 @@ fn open_dir(dir: &std::ffi::OsStr) -> std::io::Result<libc::c_int> {
         )
     };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(Errno::last());
     }
     Ok(out_of_the_way(fd))
 }
@@ -481,14 +490,14 @@ fn reserve(fd: libc::c_int, range: Option<usize>) -> Option<*mut u8> {
         }
         let p = RESERVE
             .iter()
-            .find_map(|&n| Some((map(std::ptr::null_mut(), n, 0)?, n)))?;
+            .find_map(|&n| Some((map(core::ptr::null_mut(), n, 0)?, n)))?;
         start.store(p.0 as u64, Ordering::Relaxed);
         len.store(p.1 as u64, Ordering::Relaxed);
         return Some(p.0);
     }
     RESERVE
         .iter()
-        .find_map(|&n| map(std::ptr::null_mut(), n, 0))
+        .find_map(|&n| map(core::ptr::null_mut(), n, 0))
 }
 
 /// Creates, maps and fills in this process's lane file in the session directory; `parent` is the
@@ -500,7 +509,7 @@ fn new_lane(
     setup: Setup,
     parent: Option<([u8; 64], u64)>,
     range: Option<usize>,
-) -> std::io::Result<()> {
+) -> sys::Result<()> {
     let dir = DIR_FD.load(Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
@@ -520,19 +529,19 @@ fn new_lane(
             )
         };
         debug_assert!(len < 64);
-        if fd >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+        if fd >= 0 || Errno::last().0 != libc::EEXIST {
             break;
         }
     }
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(Errno::last());
     }
     let fd = out_of_the_way(fd);
     // A lane that cannot be made whole is taken away again: no empty file left in the session,
     // no descriptor or mapping of it left for the fallback to memory to trip on.
     // What BASE pointed at before (null, or what a closed lane left): put back on failure.
     let previous = BASE.load(Ordering::Relaxed);
-    let give_up = |e: std::io::Error| {
+    let give_up = |e: Errno| {
         ACTIVE.store(false, Ordering::Release);
         // SAFETY: our own descriptor, mapping and file name in our directory.
         unsafe {
@@ -555,10 +564,10 @@ fn new_lane(
     };
     // SAFETY: our new descriptor.
     if unsafe { libc::ftruncate(fd, LANE_HEADER_SIZE as libc::off_t) } != 0 {
-        return give_up(std::io::Error::last_os_error());
+        return give_up(Errno::last());
     }
     let Some(base) = reserve(fd, range) else {
-        return give_up(std::io::Error::last_os_error());
+        return give_up(Errno::last());
     };
     for (i, w) in NAME.iter().enumerate() {
         let mut b = [0u8; 8];
@@ -570,7 +579,7 @@ fn new_lane(
     ACTIVE.store(true, Ordering::Release);
     init_header(setup, parent);
     if !grow(FIRST_CHUNKS, Wait::Yes) {
-        return give_up(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        return give_up(Errno(libc::ENOSPC));
     }
     Ok(())
 }
@@ -589,7 +598,7 @@ fn lane_name(out: &mut [u8; 64], pid: u32, n: u32) -> usize {
 fn init_header(setup: Setup, parent: Option<([u8; 64], u64)>) {
     let base = BASE.load(Ordering::Relaxed);
     // SAFETY: the header page is mapped and ours alone until the lane is in use.
-    let header = unsafe { std::slice::from_raw_parts_mut(base, LANE_HEADER_SIZE) };
+    let header = unsafe { core::slice::from_raw_parts_mut(base, LANE_HEADER_SIZE) };
     let put = |h: &mut [u8], at: usize, b: &[u8]| h[at..at + b.len()].copy_from_slice(b);
     put(header, field::MAGIC, &fmt::LANE_MAGIC);
     // A counting process's lane holds its counts: the flag says a lane without them is a process
@@ -719,7 +728,7 @@ pub(crate) fn after_fork() -> bool {
     if !ok {
         // Nothing of the child is recorded rather than written into the parent's lane.
         ACTIVE.store(false, Ordering::Release);
-        BASE.store(std::ptr::null_mut(), Ordering::Release);
+        BASE.store(core::ptr::null_mut(), Ordering::Release);
         FD.store(-1, Ordering::Relaxed);
     }
     ok

@@ -7,15 +7,18 @@
 //! in [`bootprof_last_error`].
 
 use crate::dispatch::HandlerFn;
-use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use crate::prelude::*;
+use core::cell::RefCell;
+use core::ffi::{c_char, c_int, c_void, CStr};
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+crate::sys::thread_local_cells! {
+    /// The last error's message, NUL-terminated (empty before the first).
+    static LAST_ERROR: RefCell<Vec<u8>> = RefCell::new(Vec::new());
 }
 
-fn fail(msg: impl std::fmt::Display) -> c_int {
-    let msg = CString::new(msg.to_string().replace('\0', " ")).unwrap_or_default();
+fn fail(msg: impl core::fmt::Display) -> c_int {
+    let mut msg = msg.to_string().replace('\0', " ").into_bytes();
+    msg.push(0);
     LAST_ERROR.with(|e| *e.borrow_mut() = msg);
     -1
 }
@@ -23,7 +26,10 @@ fn fail(msg: impl std::fmt::Display) -> c_int {
 /// The message of the last failed call on this thread.
 #[no_mangle]
 pub extern "C" fn bootprof_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR.with(|e| match e.borrow().is_empty() {
+        true => c"".as_ptr(),
+        false => e.borrow().as_ptr().cast(),
+    })
 }
 
 /// # Safety
@@ -52,20 +58,26 @@ fn count(r: Result<usize, crate::registry::Error>) -> c_int {
 /// its three-pointer dispatch table.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, ptrs: *mut usize) {
-    crate::dispatch::install_fork_handler();
     if !ptrs.is_null() {
         for (i, t) in crate::dispatch::trampolines().into_iter().enumerate() {
             // SAFETY: the stub object's pointer table has three writable slots.
-            unsafe { std::ptr::write_volatile(ptrs.add(i), t) };
+            unsafe { core::ptr::write_volatile(ptrs.add(i), t) };
         }
     }
-    crate::recorder::init_from_environment();
-    crate::graph::init_from_environment();
-    crate::filter::init_from_environment();
+    // Nothing in the environment for bootprof (a program run as usual): nothing to read but the
+    // attach settings, and the table is read only when something needs its sites.
+    let asked = crate::sys::any_var_starting("BOOTPROF_");
+    if asked {
+        crate::recorder::init_from_environment();
+        crate::graph::init_from_environment();
+        crate::filter::init_from_environment();
+    }
     // SAFETY: the bounds come from the linker for this object.
     unsafe { crate::registry::register_table(start, stop) };
-    crate::api::apply_environment();
-    crate::attach::init_from_environment();
+    if asked {
+        crate::api::apply_environment();
+    }
+    crate::attach::init_from_environment(asked);
 }
 
 /// Forgets an object's sites (its destructor calls this: a library being `dlclose`d), putting
@@ -265,7 +277,7 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
         function: s.c_function.cast(),
         func_offset: s.func_offset,
         reserved2: 0,
-        hits: s.hits.load(std::sync::atomic::Ordering::Relaxed),
+        hits: s.hits.load(core::sync::atomic::Ordering::Relaxed),
     };
     // SAFETY: per the contract.
     unsafe { out.write(site) };
@@ -305,15 +317,11 @@ pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
         crate::recorder::default_path()
     } else {
         // SAFETY: per the contract.
-        std::path::PathBuf::from(
-            unsafe { CStr::from_ptr(path) }
-                .to_string_lossy()
-                .into_owned(),
-        )
+        unsafe { CStr::from_ptr(path) }.to_bytes().to_vec()
     };
     match crate::recorder::dump_on_demand(&path) {
         Ok(n) => n.unwrap_or(0) as i64,
-        Err(e) => i64::from(fail(format!("{}: {e}", path.display()))),
+        Err(e) => i64::from(fail(format!("{}: {e}", crate::sys::display(&path)))),
     }
 }
 

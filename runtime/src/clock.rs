@@ -51,7 +51,7 @@ pub(crate) fn quick_tsc_hz() -> u64 {
     };
     loop {
         // SAFETY: nanosleep reads our timespec; an interrupted sleep only ends early.
-        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+        unsafe { libc::nanosleep(&pause, core::ptr::null_mut()) };
         if let Some(hz) = hz_between(start, now(), 2_000_000) {
             return hz;
         }

@@ -9,15 +9,16 @@
 
 use crate::buffer;
 use crate::note::note_raw;
+use crate::prelude::*;
 use crate::site::{self, SiteRec};
 use bootprof_format::counts::{self as table, Row};
 use bootprof_format::lane;
-use std::sync::atomic::Ordering;
+use core::sync::atomic::Ordering;
 
 /// Reads `BOOTPROF_COUNT`; when it is `1`, counts every hit exactly from now on (a fork child
 /// from 0). Returns whether it counts.
 pub(crate) fn init_from_environment() -> bool {
-    if !std::env::var("BOOTPROF_COUNT").is_ok_and(|v| v == "1") {
+    if !crate::sys::var_is("BOOTPROF_COUNT", "1") {
         return false;
     }
     site::set_hit_path(site::COUNTS_EXACTLY, true);
@@ -68,10 +69,13 @@ pub(crate) fn table() -> String {
         kind: s.kind,
         site: table::site_name(s.kind, s.provider, s.name, s.function_name()),
     }));
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+    let exe = crate::sys::read_link(b"/proc/self/exe").unwrap_or_default();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let mut out = format!("bootprof: hit counts of {} (pid {pid})", exe.display());
+    let mut out = format!(
+        "bootprof: hit counts of {} (pid {pid})",
+        crate::sys::display(&exe)
+    );
     if rows.is_empty() {
         out.push_str(": no site enabled or hit\n");
     } else {

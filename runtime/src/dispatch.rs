@@ -19,7 +19,7 @@ pub(crate) use crate::unwind::Origin;
 use bootprof_format::code;
 use bootprof_format::trace::RecordKind;
 use bootprof_format::Kind;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a handler receives. Layout is part of the C API (`struct bootprof_hit`).
 #[repr(C)]
@@ -61,7 +61,7 @@ impl Hit {
             return "";
         }
         // SAFETY: every pointer in a Hit is one of the table's NUL-terminated static strings.
-        unsafe { std::ffi::CStr::from_ptr(p as *const std::ffi::c_char) }
+        unsafe { core::ffi::CStr::from_ptr(p as *const core::ffi::c_char) }
             .to_str()
             .unwrap_or("?")
     }
@@ -83,7 +83,7 @@ impl Hit {
 }
 
 /// A handler: called with the hit and the cookie given at registration.
-pub type HandlerFn = extern "C" fn(hit: *const Hit, cookie: *mut std::ffi::c_void);
+pub type HandlerFn = extern "C" fn(hit: *const Hit, cookie: *mut core::ffi::c_void);
 
 /// Handler slots, read without a lock on the hit path: function and cookie.
 static SLOTS: [(AtomicUsize, AtomicUsize); MAX_HANDLERS] =
@@ -228,8 +228,8 @@ fn run_handlers(
         if f != 0 {
             let cookie = SLOTS[slot].1.load(Ordering::Acquire);
             // SAFETY: only HandlerFn values are stored in a slot.
-            let f: HandlerFn = unsafe { std::mem::transmute::<usize, HandlerFn>(f) };
-            f(&hit, cookie as *mut std::ffi::c_void);
+            let f: HandlerFn = unsafe { core::mem::transmute::<usize, HandlerFn>(f) };
+            f(&hit, cookie as *mut core::ffi::c_void);
         }
     }
 }
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
         return;
     }
     let slot = match site.kind {
-        bootprof_format::Kind::Fentry => std::ptr::addr_of!(frame.above) as u64,
+        bootprof_format::Kind::Fentry => core::ptr::addr_of!(frame.above) as u64,
         // The function's prologue set rbp; its return address sits above the saved rbp (-pg code
         // keeps a frame pointer).
         bootprof_format::Kind::Mcount if frame.rbp != 0 => frame.rbp + 8,
@@ -298,7 +298,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     ];
     // The stack pointer at the site: above the return address its call pushed (a tail jump
     // pushed none); the program's rbp is the one the trampoline saved.
-    let ret_at = std::ptr::addr_of!(frame.ret) as u64;
+    let ret_at = core::ptr::addr_of!(frame.ret) as u64;
     let from = Origin {
         sp: if site.is_tail() { ret_at } else { ret_at + 8 },
         fp: frame.rbp,
@@ -428,16 +428,4 @@ pub(crate) fn trampolines() -> [usize; 3] {
         bootprof_tramp_isenabled as *const () as usize,
         bootprof_tramp_hook as *const () as usize,
     ]
-}
-
-/// Makes a forked child forget the parent's cached thread id.
-pub(crate) fn install_fork_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    extern "C" fn child() {
-        crate::thread::forget_tid();
-    }
-    ONCE.call_once(|| {
-        // SAFETY: registers a handler with no preconditions.
-        unsafe { libc::pthread_atfork(None, None, Some(child)) };
-    });
 }

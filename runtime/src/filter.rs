@@ -20,12 +20,13 @@
 
 use crate::buffer;
 use crate::note::note;
+use crate::prelude::*;
 use crate::recorder;
 use crate::site::SiteRec;
 use bootprof_format::lane::field;
 use bootprof_format::trace::RecordKind;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Levels of calls a thread's filter stack holds.
 pub const HELD: usize = 256;
@@ -57,14 +58,16 @@ impl Call {
         arg: 0,
         tsc: 0,
         written: false,
-        out: true,
+        // All zeroes (no site: never matched, never written), so that the thread-local array
+        // takes no room in the file (`.tbss`, not `.tdata`).
+        out: false,
     };
 }
 
-thread_local! {
+crate::sys::thread_local_cells! {
     /// Open calls of this thread (beyond [`HELD`], counted only).
-    static LEVEL: Cell<usize> = const { Cell::new(0) };
-    static CALLS: [Cell<Call>; HELD] = const { [const { Cell::new(Call::EMPTY) }; HELD] };
+    static LEVEL: Cell<usize> = Cell::new(0);
+    static CALLS: [Cell<Call>; HELD] = [const { Cell::new(Call::EMPTY) }; HELD];
 }
 
 fn call(i: usize) -> Call {
@@ -85,13 +88,13 @@ pub(crate) fn on() -> bool {
 /// number of nanoseconds), noting on stderr a value that is not one (and ignoring it), and
 /// writes the settings into the lane's header.
 pub(crate) fn init_from_environment() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
     ONCE.call_once(read_environment);
 }
 
 fn read_environment() {
     let positive = |name: &str| -> Option<u64> {
-        let v = std::env::var(name).ok()?;
+        let v = crate::sys::var(name)?;
         match v.trim().parse::<u64>() {
             Ok(n) if n > 0 => Some(n),
             _ => {

@@ -42,12 +42,13 @@
 
 use crate::clock::rdtsc;
 use crate::note::note;
+use crate::prelude::*;
 use crate::site::SiteRec;
 use crate::{filter, recorder, thread};
 use bootprof_format::trace::RecordKind;
-use std::cell::Cell;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Entries of a thread's shadow stack.
 pub const DEPTH: usize = 256;
@@ -73,10 +74,10 @@ impl Entry {
     };
 }
 
-thread_local! {
+crate::sys::thread_local_cells! {
     /// Entries in use.
-    static TOP: Cell<usize> = const { Cell::new(0) };
-    static ENTRIES: [Cell<Entry>; DEPTH] = const { [const { Cell::new(Entry::EMPTY) }; DEPTH] };
+    static TOP: Cell<usize> = Cell::new(0);
+    static ENTRIES: [Cell<Entry>; DEPTH] = [const { Cell::new(Entry::EMPTY) }; DEPTH];
 }
 
 fn entry(i: usize) -> Entry {
@@ -93,7 +94,7 @@ pub(crate) fn on() -> bool {
 /// trampoline, and their EXITs are still recorded).
 pub fn set(on: bool) {
     if on {
-        static ONCE: std::sync::Once = std::sync::Once::new();
+        static ONCE: crate::sys::Once = crate::sys::Once::new();
         // SAFETY: registers a function with no preconditions.
         ONCE.call_once(|| unsafe {
             libc::atexit(say_too_deep);
@@ -104,7 +105,7 @@ pub fn set(on: bool) {
 
 /// `BOOTPROF_GRAPH=1` turns it on.
 pub(crate) fn init_from_environment() {
-    if std::env::var("BOOTPROF_GRAPH").is_ok_and(|v| v == "1") {
+    if crate::sys::var_is("BOOTPROF_GRAPH", "1") {
         set(true);
     }
 }
@@ -129,7 +130,7 @@ fn trampoline() -> u64 {
 /// `slot` is a return-address word of this thread's stack, live or left by a frame that ended.
 unsafe fn word(slot: u64) -> u64 {
     // SAFETY: per the contract.
-    unsafe { std::ptr::read_volatile(slot as *const u64) }
+    unsafe { core::ptr::read_volatile(slot as *const u64) }
 }
 
 /// Records the EXIT of a frame that ended (returned, or was left).
@@ -195,7 +196,7 @@ pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Opt
     });
     TOP.with(|t| t.set(top + 1));
     // SAFETY: the function's own return address; it returns through the trampoline now.
-    unsafe { std::ptr::write_volatile(slot as *mut u64, tramp) };
+    unsafe { core::ptr::write_volatile(slot as *mut u64, tramp) };
     Some(parent)
 }
 
@@ -267,7 +268,7 @@ unsafe fn jmp_buf_sp(env: *const u64) -> u64 {
     let guard: u64;
     // SAFETY: the pointer guard is at %fs:0x30 in glibc's thread control block.
     unsafe {
-        std::arch::asm!("mov {}, qword ptr fs:[0x30]", out(reg) guard, options(nostack, readonly));
+        core::arch::asm!("mov {}, qword ptr fs:[0x30]", out(reg) guard, options(nostack, readonly));
     }
     // SAFETY: per the contract.
     unsafe { env.add(6).read() }.rotate_right(17) ^ guard
@@ -310,7 +311,7 @@ unsafe fn jump(which: usize, env: *mut u64, val: c_int) -> ! {
         unsafe { libc::abort() };
     }
     // SAFETY: the real function of that name.
-    unsafe { std::mem::transmute::<usize, Jump>(f)(env, val) }
+    unsafe { core::mem::transmute::<usize, Jump>(f)(env, val) }
 }
 
 /// `longjmp`, as the program calls it.
@@ -370,8 +371,8 @@ pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int)
         return 0;
     }
     // SAFETY: the real backtrace.
-    let real = unsafe { std::mem::transmute::<usize, Backtrace>(f) };
-    let mut frames = [std::ptr::null_mut::<c_void>(); 257];
+    let real = unsafe { core::mem::transmute::<usize, Backtrace>(f) };
+    let mut frames = [core::ptr::null_mut::<c_void>(); 257];
     let want = (size as usize).min(256) + 1;
     let guarded = thread::enter();
     if guarded {
@@ -384,7 +385,7 @@ pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int)
         thread::leave();
     }
     // SAFETY: the caller's buffer holds `size` pointers, at least `got - 1`.
-    unsafe { std::ptr::copy_nonoverlapping(frames.as_ptr().add(1), buffer, got - 1) };
+    unsafe { core::ptr::copy_nonoverlapping(frames.as_ptr().add(1), buffer, got - 1) };
     (got - 1) as c_int
 }
 
@@ -411,7 +412,7 @@ pub unsafe extern "C" fn __wrap__Unwind_Backtrace(trace: *mut c_void, arg: *mut 
         put_back(true);
     }
     // SAFETY: the real _Unwind_Backtrace, with the caller's arguments.
-    let r = unsafe { std::mem::transmute::<usize, UnwindBacktrace>(f)(trace, arg) };
+    let r = unsafe { core::mem::transmute::<usize, UnwindBacktrace>(f)(trace, arg) };
     if guarded {
         put_back(false);
         thread::leave();
@@ -428,11 +429,11 @@ fn put_back(real: bool) {
         // SAFETY: the slots of live frames (and of ended ones, on this thread's stack).
         unsafe {
             if real && e.ret != tramp && word(e.slot) == tramp {
-                std::ptr::write_volatile(e.slot as *mut u64, e.ret);
+                core::ptr::write_volatile(e.slot as *mut u64, e.ret);
                 e.slot |= RESTORED;
             } else if !real && e.slot & RESTORED != 0 {
                 e.slot &= !RESTORED;
-                std::ptr::write_volatile(e.slot as *mut u64, tramp);
+                core::ptr::write_volatile(e.slot as *mut u64, tramp);
             } else {
                 continue;
             }
@@ -458,10 +459,23 @@ pub unsafe extern "C" fn bootprof_graph_personality(
     context: *mut c_void,
 ) -> c_int {
     extern "C" {
-        fn _Unwind_GetCFA(context: *mut c_void) -> usize;
+        /// The unwinder's `_Unwind_GetCFA` (weak: a program without an unwinder never unwinds,
+        /// and must not need one because the runtime names it).
+        #[link_name = "bootprof_unwind_get_cfa"]
+        static GET_CFA: usize;
     }
-    // SAFETY: the unwinder's context of the trampoline's frame.
-    let slot = unsafe { _Unwind_GetCFA(context) } as u64 - 8;
+    // SAFETY: a word of our own read-only data.
+    let get_cfa = unsafe { GET_CFA };
+    if get_cfa == 0 {
+        return 3;
+    }
+    // SAFETY: the unwinder's _Unwind_GetCFA, with the unwinder's context of the trampoline's
+    // frame.
+    let slot = unsafe {
+        let get_cfa: unsafe extern "C" fn(*mut c_void) -> usize = core::mem::transmute(get_cfa);
+        get_cfa(context)
+    } as u64
+        - 8;
     let tramp = trampoline();
     let real = (0..TOP.with(Cell::get))
         .rev()
@@ -470,7 +484,7 @@ pub unsafe extern "C" fn bootprof_graph_personality(
     match real {
         Some(e) => {
             // SAFETY: the slot the trampoline was returned to from, on this thread's stack.
-            unsafe { std::ptr::write_volatile(slot as *mut u64, e.ret) };
+            unsafe { core::ptr::write_volatile(slot as *mut u64, e.ret) };
             8
         }
         None => 3,
@@ -550,6 +564,11 @@ core::arch::global_asm!(
     ".weak __real___longjmp_chk",
     ".weak __real_backtrace",
     ".weak __real__Unwind_Backtrace",
+    ".globl bootprof_unwind_get_cfa",
+    ".hidden bootprof_unwind_get_cfa",
+    "bootprof_unwind_get_cfa:",
+    "    .quad _Unwind_GetCFA",
+    ".weak _Unwind_GetCFA",
     ".popsection",
     options(att_syntax)
 );

@@ -32,8 +32,8 @@
 //! the executable, so only the second kind of point serves. The maps are read with plain system
 //! calls into a buffer on the stack.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use crate::sys::OnceLock;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The listener's entry point, as `pthread_create` takes it.
 pub(crate) type Entry = extern "C" fn(*mut libc::c_void) -> *mut libc::c_void;
@@ -85,23 +85,32 @@ const PARKED_SYSCALLS: [i64; 18] = [
 
 /// Installs the handler of `signal`, which starts `entry` on a knock. Once.
 pub(crate) fn install(signal: libc::c_int, entry: Entry) {
-    // SAFETY: plain system calls and libc queries with no preconditions.
-    let (euid, static_program) = unsafe { (libc::geteuid(), libc::getauxval(libc::AT_BASE) == 0) };
-    let path = format!(
-        "{}/{}",
-        bootprof_format::attach::user_dir(euid),
-        bootprof_format::attach::KNOCK_PREFIX
-    );
+    // From the auxiliary vector (what geteuid and getauxval say before `main`): the effective
+    // user, and whether a dynamic loader runs the program.
+    let euid = crate::sys::auxv(libc::AT_EUID) as u32;
+    let static_program = crate::sys::auxv(libc::AT_BASE) == 0;
+    // `/tmp/.bootprof-EUID/attach.`, made without allocating (start-up of a program nobody
+    // attaches to stays cheap).
     let mut prefix = [0u8; 64];
-    prefix[..path.len()].copy_from_slice(path.as_bytes());
+    let mut len = 0;
+    let mut put = |b: &[u8]| {
+        prefix[len..len + b.len()].copy_from_slice(b);
+        len += b.len();
+    };
+    put(bootprof_format::attach::USER_DIR_PREFIX.as_bytes());
+    let mut digits = [0u8; 10];
+    let n = crate::note::put_decimal(&mut digits, euid);
+    put(&digits[..n]);
+    put(b"/");
+    put(bootprof_format::attach::KNOCK_PREFIX.as_bytes());
     // SAFETY: a zeroed sigaction is a valid value for the query to fill.
-    let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigaction = unsafe { core::mem::zeroed() };
     // SAFETY: a query of the current disposition.
-    unsafe { libc::sigaction(signal, std::ptr::null(), &mut previous) };
+    unsafe { libc::sigaction(signal, core::ptr::null(), &mut previous) };
     let knock = Knock {
         signal,
         prefix,
-        prefix_len: path.len(),
+        prefix_len: len,
         euid,
         previous,
         entry,
@@ -112,12 +121,12 @@ pub(crate) fn install(signal: libc::c_int, entry: Entry) {
     }
     // SAFETY: installs our handler; the previous disposition is kept above for it to chain to.
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
+        let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
         // SA_RESTART: a system call a knock interrupts goes on (and the handler learns which).
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigfillset(&mut sa.sa_mask);
-        libc::sigaction(signal, &sa, std::ptr::null_mut());
+        fill(&mut sa.sa_mask);
+        libc::sigaction(signal, &sa, core::ptr::null_mut());
     }
 }
 
@@ -162,7 +171,7 @@ fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> bool {
     path[k.prefix_len + n] = 0;
     // SAFETY: a NUL-terminated path; lstat fills the struct we own (async-signal-safe).
     unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
+        let mut st: libc::stat = core::mem::zeroed();
         libc::lstat(path.as_ptr().cast(), &mut st) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_uid == k.euid
@@ -174,11 +183,11 @@ fn spawn(entry: Entry) -> bool {
     // SAFETY: called only at a point where the interrupted thread holds none of the locks
     // pthread_create takes (see the module's comment); the attribute object is ours.
     unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         let mut thread: libc::pthread_t = 0;
-        let r = libc::pthread_create(&mut thread, &attr, entry, std::ptr::null_mut());
+        let r = libc::pthread_create(&mut thread, &attr, entry, core::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         r == 0
     }
@@ -203,7 +212,7 @@ fn safe_point(k: &Knock, ctx: *mut libc::c_void) -> bool {
         return true;
     }
     // SAFETY: two bytes at (or just before) a PC inside an executable mapping that holds them.
-    let at = |a: u64| unsafe { std::ptr::read_volatile(a as *const [u8; 2]) };
+    let at = |a: u64| unsafe { core::ptr::read_volatile(a as *const [u8; 2]) };
     let syscall = [0x0f, 0x05];
     let restarted = pc + 2 <= mapping.end && at(pc) == syscall && PARKED_SYSCALLS.contains(&rax);
     let interrupted =
@@ -220,8 +229,8 @@ fn handler_below(k: &Knock, mask: &libc::sigset_t) -> bool {
             if sig == k.signal || libc::sigismember(mask, sig) != 1 {
                 return false;
             }
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut sa) == 0
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            libc::sigaction(sig, core::ptr::null(), &mut sa) == 0
                 && sa.sa_sigaction != libc::SIG_DFL
                 && sa.sa_sigaction != libc::SIG_IGN
         }
@@ -319,6 +328,20 @@ fn hex(digits: &[u8]) -> Option<u64> {
         v = v.checked_mul(16)? + (d as char).to_digit(16)? as u64;
     }
     Some(v)
+}
+
+/// `sigfillset` without the call: every signal but the two glibc keeps for itself (32 and 33:
+/// thread cancellation and `setxid`, which its `sigfillset` leaves out too).
+fn fill(set: &mut libc::sigset_t) {
+    // SAFETY: sigset_t is plain bits; glibc's is 1024 bits, signal n at bit n - 1.
+    let words = unsafe {
+        core::slice::from_raw_parts_mut(
+            (set as *mut libc::sigset_t).cast::<u64>(),
+            core::mem::size_of::<libc::sigset_t>() / 8,
+        )
+    };
+    words.fill(!0);
+    words[0] &= !(3 << 31);
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@
 
 use crate::buffer;
 use crate::note::note;
+use crate::prelude::*;
 use crate::site::SiteRec;
+use crate::sys::OnceLock;
 use bootprof_format::lane::{
     self as lane, CHUNK_HEADER_SIZE, CHUNK_KEPT, CHUNK_LATENCY, CHUNK_SIZE, KIND_ARG_SLOT,
     KIND_WIDE_ARG, MAX_DELTA, SLOT_SIZE,
@@ -28,9 +30,8 @@ use bootprof_format::lane::{
 use bootprof_format::latency::{self as fmt, word};
 use bootprof_format::pattern::{self, Pattern};
 use bootprof_format::trace::RecordKind;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use core::cell::Cell;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A site's role: it opens intervals.
 pub(crate) const FROM: u8 = 1;
@@ -78,10 +79,10 @@ static RING_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// A ring did not fit in the table.
 static RINGS_LOST: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
+crate::sys::thread_local_cells! {
     /// Open intervals: how many, and of each the TSC of its FROM record and of its start.
-    static OPEN: Cell<usize> = const { Cell::new(0) };
-    static STARTS: [Cell<(u64, u64)>; DEPTH] = const { [const { Cell::new((0, 0)) }; DEPTH] };
+    static OPEN: Cell<usize> = Cell::new(0);
+    static STARTS: [Cell<(u64, u64)>; DEPTH] = [const { Cell::new((0, 0)) }; DEPTH];
 }
 
 fn config() -> Option<&'static Config> {
@@ -98,10 +99,10 @@ fn config() -> Option<&'static Config> {
 }
 
 fn read_config() -> Result<Option<Config>, String> {
-    let Some(spec) = std::env::var_os("BOOTPROF_LATENCY").filter(|v| !v.is_empty()) else {
+    let Some(spec) = crate::sys::var_os("BOOTPROF_LATENCY").filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
-    let spec = spec.to_string_lossy().into_owned();
+    let spec = String::from_utf8_lossy(spec).into_owned();
     let (from_text, to_text) = spec.split_once("..").unwrap_or((&spec, &spec));
     let parse = |t: &str| {
         pattern::parse_list(t)
@@ -114,8 +115,8 @@ fn read_config() -> Result<Option<Config>, String> {
             fmt::PATTERN_LEN - 1
         ));
     }
-    let number = |name: &str, default: u64| match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v
+    let number = |name: &str, default: u64| match crate::sys::var(name) {
+        Some(v) if !v.is_empty() => v
             .parse::<u64>()
             .map_err(|_| format!("{name}={v} is not a number; nothing measured")),
         _ => Ok(default),
@@ -203,7 +204,7 @@ pub(crate) fn setup() -> bool {
         w.add(word::BOUND_HZ).write(hz);
         w.add(word::BUCKETS).write(fmt::HIST_BUCKETS as u64);
         let text = |at: usize, t: &str| {
-            std::ptr::copy_nonoverlapping(t.as_ptr(), area.add(at), t.len());
+            core::ptr::copy_nonoverlapping(t.as_ptr(), area.add(at), t.len());
         };
         text(fmt::FROM_AT, &c.from_text);
         text(fmt::TO_AT, &c.to_text);
@@ -312,7 +313,7 @@ fn close(area: u64, from: (u64, u64), to: u64, tid: u32) {
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
-        std::hint::spin_loop();
+        core::hint::spin_loop();
     }
     keep_window(area, from, to, tid);
     LOCKED.store(false, Ordering::Release);
@@ -435,7 +436,7 @@ fn scan(from: u64, to: u64, mut each: impl FnMut(*const u8)) -> (u64, bool) {
                 continue;
             }
             // SAFETY: a chunk of the mapping.
-            let bytes = unsafe { std::slice::from_raw_parts(c, CHUNK_SIZE) };
+            let bytes = unsafe { core::slice::from_raw_parts(c, CHUNK_SIZE) };
             let last = last_tsc(bytes, base);
             if last.is_some_and(|last| last >= from) {
                 inside = true;

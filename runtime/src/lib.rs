@@ -8,7 +8,8 @@
 //! [`disable`] patch them ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
-//! The modules form layers, each using only the ones below it: [`text`], `clock`,
+//! The modules form layers, each using only the ones below it: `sys` (the C library: the
+//! runtime is `no_std`), [`text`], `clock`,
 //! `note` (stderr), `sigchain` (signals that are not ours, on to the program's disposition),
 //! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
 //! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
@@ -25,6 +26,25 @@
 //! program's own constructors; they are ignored (with a note on stderr) in secure-execution mode. The runtime
 //! never writes to stdout.
 #![deny(missing_docs)]
+#![no_std]
+// Without the standard library (what C programs link), thread-locals are `#[thread_local]`
+// statics (see `sys`): the build that makes that library allows the feature.
+#![cfg_attr(not(feature = "std"), feature(thread_local))]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+/// What every module takes from `alloc` (the standard library's prelude has it).
+#[allow(unused_imports)]
+mod prelude {
+    pub(crate) use alloc::borrow::ToOwned;
+    pub(crate) use alloc::boxed::Box;
+    pub(crate) use alloc::format;
+    pub(crate) use alloc::string::{String, ToString};
+    pub(crate) use alloc::vec;
+    pub(crate) use alloc::vec::Vec;
+}
 
 mod api;
 mod attach;
@@ -44,14 +64,17 @@ pub mod recorder;
 pub mod registry;
 mod sigchain;
 mod site;
+mod sys;
 pub mod text;
 mod thread;
 pub mod trap;
 mod unwind;
 
+#[cfg(feature = "std")]
+pub use api::dump;
 pub use api::{
-    add_handler, add_handler_fn, check, clear_notrace, disable, dump, enable, enable_with, hits,
-    notrace, record, remove_handler, set_graph, sites, stacktrace, HandlerId, SiteInfo,
+    add_handler, add_handler_fn, check, clear_notrace, disable, enable, enable_with, hits, notrace,
+    record, remove_handler, set_graph, sites, stacktrace, HandlerId, SiteInfo,
 };
 pub use bootprof_format as format;
 pub use dispatch::{HandlerFn, Hit};

@@ -1,6 +1,8 @@
 //! Notes to stderr: takes a message from any module; hands it on to file descriptor 2 with one
 //! `write(2)` (usable before `main`, in any thread). The runtime never writes to stdout.
 
+use crate::prelude::*;
+
 /// Writes `bootprof: <msg>` and a newline to stderr.
 pub(crate) fn note(msg: &str) {
     note_raw(&format!("bootprof: {msg}\n"));

@@ -34,15 +34,17 @@ use crate::buffer;
 use crate::clock::{now, rdtsc};
 use crate::counts;
 use crate::note::{note, note_raw};
+use crate::prelude::*;
 pub use crate::site::Point;
 use crate::site::{self, SiteRec};
+use crate::sys;
 use bootprof_format::lane::{
     self as lane, field, Keep, Meta, CHUNK_DATA, CHUNK_HEADER_SIZE, CHUNK_SIZE, KIND_ARG_SLOT,
     KIND_WIDE_ARG, MAX_DELTA, MAX_NARROW_ARG, MAX_SITE_ID, RECORDS_PER_CHUNK, SLOT_SIZE,
 };
 use bootprof_format::trace::{self as fmt, Record, RecordKind, SiteEntry, TraceHeader};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Default capacity, in records.
 pub const DEFAULT_BUFFER: usize = 262_144;
@@ -69,22 +71,22 @@ pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
 /// Whether recorded ENTER/EXIT pairs are accounted as profile points ([`count_points`]).
 static POINTS: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
+crate::sys::thread_local_cells! {
     /// This thread's place in its chunk: next slot, end of the chunk, the chunk's base TSC.
-    static CURSOR: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, 0)) };
+    static CURSOR: Cell<(usize, usize, u64)> = Cell::new((0, 0, 0));
     /// Slots this thread filled before its current chunk.
-    static BEFORE: Cell<u64> = const { Cell::new(0) };
+    static BEFORE: Cell<u64> = Cell::new(0);
     /// Address of the first slot of this thread's current chunk.
-    static CHUNK_START: Cell<usize> = const { Cell::new(0) };
+    static CHUNK_START: Cell<usize> = Cell::new(0);
     /// Keep-last: this thread's ring (first chunk, chunks, chunks taken so far); 0 chunks = none yet.
-    static RING: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+    static RING: Cell<(u64, u64, u64)> = Cell::new((0, 0, 0));
     /// Keep-last: this thread's ring's place in the table worst-interval tracing reads.
-    static RING_SLOT: Cell<Option<usize>> = const { Cell::new(None) };
+    static RING_SLOT: Cell<Option<usize>> = Cell::new(None);
     /// The lane (`buffer::generation`) this thread's chunk and ring are in.
-    static LANE: Cell<u32> = const { Cell::new(0) };
+    static LANE: Cell<u32> = Cell::new(0);
     /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
-    static STACK: Cell<usize> = const { Cell::new(0) };
-    static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = const { [const { Cell::new((0, 0)) }; STACK_DEPTH] };
+    static STACK: Cell<usize> = Cell::new(0);
+    static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = [const { Cell::new((0, 0)) }; STACK_DEPTH];
 }
 
 const STACK_DEPTH: usize = 128;
@@ -101,8 +103,8 @@ pub fn configured_keep() -> Keep {
     if crate::latency::wanted() {
         return Keep::Last;
     }
-    match std::env::var("BOOTPROF_KEEP") {
-        Ok(v) if !v.is_empty() => Keep::from_name(&v).unwrap_or_else(|| {
+    match sys::var("BOOTPROF_KEEP") {
+        Some(v) if !v.is_empty() => Keep::from_name(v).unwrap_or_else(|| {
             note(&format!(
                 "BOOTPROF_KEEP={v} is not start, last or all; keeping the start"
             ));
@@ -138,12 +140,12 @@ fn open(capacity: usize, keep: Keep) -> bool {
     }
     let chunks = capacity.div_ceil(RECORDS_PER_CHUNK).max(1) as u64;
     CAPACITY.store(capacity as u64, Ordering::Relaxed);
-    let session = std::env::var_os("BOOTPROF_SESSION").filter(|s| !s.is_empty());
+    let session = sys::var_os("BOOTPROF_SESSION").filter(|s| !s.is_empty());
     let setup = buffer::Setup {
         keep,
         limit_chunks: chunks,
     };
-    if let Err(e) = buffer::create(setup, session.as_deref()) {
+    if let Err(e) = buffer::create(setup, session) {
         note(&e);
         if !buffer::exists() {
             return false;
@@ -159,11 +161,7 @@ fn open(capacity: usize, keep: Keep) -> bool {
 /// Starts recording, for `bootprof attach`, into a new lane in the session directory `dir`
 /// (`keep` and `capacity` as `BOOTPROF_KEEP` and `BOOTPROF_BUFFER` say them); an error when the
 /// process records or counts on its own already, or when the lane cannot be made.
-pub(crate) fn start_attached(
-    dir: &std::ffi::OsStr,
-    keep: Keep,
-    capacity: usize,
-) -> Result<(), String> {
+pub(crate) fn start_attached(dir: &[u8], keep: Keep, capacity: usize) -> Result<(), String> {
     if buffer::exists() || site::counting() {
         return Err(
             "the program records (or counts) hits on its own already: attach without \
@@ -179,12 +177,8 @@ pub(crate) fn start_attached(
         keep,
         limit_chunks: chunks,
     };
-    buffer::create_lane(setup, dir).map_err(|e| {
-        format!(
-            "cannot create a lane in {}: {e}",
-            std::path::Path::new(dir).display()
-        )
-    })?;
+    buffer::create_lane(setup, dir)
+        .map_err(|e| format!("cannot create a lane in {}: {e}", sys::display(dir)))?;
     ATTACHED.store(true, Ordering::Release);
     // No handlers for fatal signals: an attach changes no disposition of the program's.
     install_process_hooks(false);
@@ -203,7 +197,7 @@ pub(crate) fn stop_attached() {
     site::set_hit_path(site::RECORDS, false);
     // A hit that saw recording on as it was turned off finishes its record meanwhile, so that
     // the end written below comes after every record in the lane.
-    std::thread::sleep(std::time::Duration::from_millis(2));
+    sys::sleep_ns(2_000_000);
     let hz = measured_hz();
     if hz != 0 {
         buffer::word(field::TSC_HZ).store(hz, Ordering::Relaxed);
@@ -216,8 +210,7 @@ pub(crate) fn stop_attached() {
 
 /// The capacity `BOOTPROF_BUFFER` asks for (a positive number of records), else the default.
 pub fn configured_capacity() -> usize {
-    std::env::var("BOOTPROF_BUFFER")
-        .ok()
+    sys::var("BOOTPROF_BUFFER")
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or(DEFAULT_BUFFER)
@@ -436,7 +429,7 @@ fn ring_chunk() -> Option<u64> {
     let k = first + taken % len;
     if taken >= len {
         // SAFETY: chunk `k` is in this thread's ring.
-        unsafe { std::ptr::write_bytes(buffer::chunk(k), 0, CHUNK_SIZE) };
+        unsafe { core::ptr::write_bytes(buffer::chunk(k), 0, CHUNK_SIZE) };
     }
     RING.with(|r| r.set((first, len, taken + 1)));
     if let Some(slot) = RING_SLOT.with(Cell::get) {
@@ -537,7 +530,7 @@ pub fn tsc_hz() -> u64 {
         if let Some(hz) = hz_between(start, now()) {
             return hz;
         }
-        std::hint::spin_loop();
+        core::hint::spin_loop();
     }
 }
 
@@ -563,7 +556,7 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 /// Points are accounted from the first such call (which finds none) unless [`count_points`] or
 /// `BOOTPROF_POINTS=1` started the accounting earlier.
 pub fn points_table() -> String {
-    use std::collections::BTreeMap;
+    use alloc::collections::BTreeMap;
     let counting = POINTS.swap(true, Ordering::Relaxed);
     let hz = tsc_hz() as f64;
     let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
@@ -583,7 +576,7 @@ pub fn points_table() -> String {
         e.3 = e.3.max(s.point.max.load(Ordering::Relaxed));
     }
     let mut rows: Vec<_> = by_name.into_iter().collect();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .1));
+    rows.sort_by_key(|r| core::cmp::Reverse(r.1 .1));
     let mut out = format!(
         "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
         "profile point", "count", "total ms", "avg ns", "min ns", "max ns"
@@ -611,17 +604,17 @@ pub fn points_table() -> String {
 }
 
 /// The default trace path: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`.
-pub fn default_path() -> std::path::PathBuf {
-    match std::env::var_os("BOOTPROF_OUTPUT") {
-        Some(p) if !p.is_empty() => p.into(),
+pub fn default_path() -> Vec<u8> {
+    match sys::var_os("BOOTPROF_OUTPUT") {
+        Some(p) if !p.is_empty() => p.to_vec(),
         // SAFETY: getpid has no preconditions.
-        _ => format!("bootprof.{}.trace", unsafe { libc::getpid() }).into(),
+        _ => format!("bootprof.{}.trace", unsafe { libc::getpid() }).into_bytes(),
     }
 }
 
 /// Writes the log recorded so far to `path` (atomically: a temporary file, then a rename).
 /// Returns the number of records written.
-pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
+pub fn dump(path: &[u8]) -> sys::Result<u64> {
     let mut records: Vec<Record> = Vec::new();
     let bytes = buffer::used();
     if !bytes.is_empty() {
@@ -653,7 +646,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
 
     // Sites (all registered ones), their names in the pool; record site ids -> table indices.
     let mut strings: Vec<u8> = Vec::new();
-    let mut interned: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut interned: alloc::collections::BTreeMap<&str, u32> = Default::default();
     let mut intern = |s: &'static str, strings: &mut Vec<u8>| -> u32 {
         if s.is_empty() {
             return fmt::NONE;
@@ -700,7 +693,7 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
     tids.dedup();
     let mut threads = Vec::with_capacity(tids.len());
     for tid in tids {
-        let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+        let comm = sys::read_to_string(format!("/proc/self/task/{tid}/comm").as_bytes())
             .map(|c| c.trim_end().to_string())
             .unwrap_or_default();
         let name = if comm.is_empty() {
@@ -721,27 +714,44 @@ pub fn dump(path: &std::path::Path) -> std::io::Result<u64> {
         records: records.len() as u64,
         dropped: DROPPED.load(Ordering::Relaxed),
     };
-    let write = |file: std::fs::File| -> std::io::Result<()> {
-        use std::io::Write;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        fmt::write_trace(header, &sites, &threads, &strings, &records, |b| {
-            out.write_all(b)
-        })?;
-        out.flush()
+    let write = |file: sys::Fd| {
+        write_buffered(&file, |put| {
+            fmt::write_trace(header, &sites, &threads, &strings, &records, put)
+        })
     };
     write_file(path, write)?;
     if EXITING.load(Ordering::Relaxed) {
         // Freeing tens of megabytes page by page only delays the exit.
-        std::mem::forget(records);
+        core::mem::forget(records);
     }
     Ok(header.records)
+}
+
+/// Writes what `write` puts into `file` a megabyte at a time.
+fn write_buffered(
+    file: &sys::Fd,
+    write: impl FnOnce(&mut dyn FnMut(&[u8]) -> sys::Result<()>) -> sys::Result<()>,
+) -> sys::Result<()> {
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    write(&mut |b: &[u8]| {
+        if out.len() + b.len() > out.capacity() {
+            file.write_all(&out)?;
+            out.clear();
+        }
+        if b.len() >= out.capacity() {
+            return file.write_all(b);
+        }
+        out.extend_from_slice(b);
+        Ok(())
+    })?;
+    file.write_all(&out)
 }
 
 /// What `bootprof_dump()` and `BOOTPROF_DUMP_SIGNAL` do. Counting, writes the counts so far (into
 /// the lane; without a session, the table to stderr), and the event log to `path` only if
 /// recording was started (by the program itself: counting records nothing). Else writes the
 /// event log to `path`. Returns the records written, or `None` when no trace file was written.
-pub fn dump_on_demand(path: &std::path::Path) -> std::io::Result<Option<u64>> {
+pub fn dump_on_demand(path: &[u8]) -> sys::Result<Option<u64>> {
     if site::counting() {
         counts::write();
         if !STARTED.load(Ordering::Relaxed) {
@@ -754,41 +764,45 @@ pub fn dump_on_demand(path: &std::path::Path) -> std::io::Result<Option<u64>> {
 /// Writes the file at `path` with `write`: into a new file beside it, renamed over it when
 /// complete; or, for a device or a pipe (`BOOTPROF_OUTPUT=/dev/null`, a FIFO a reader waits on),
 /// into it as it is, not replaced by a file.
-fn write_file(
-    path: &std::path::Path,
-    write: impl FnOnce(std::fs::File) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    if bootprof_format::file::written_in_place(path) {
-        return write(std::fs::OpenOptions::new().write(true).open(path)?);
+fn write_file(path: &[u8], write: impl FnOnce(sys::Fd) -> sys::Result<()>) -> sys::Result<()> {
+    if written_in_place(path) {
+        return write(sys::Fd::open(path, libc::O_WRONLY, 0)?);
     }
     let (file, tmp) = create_temporary(path)?;
     if let Err(e) = write(file) {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = sys::remove_file(&tmp);
         return Err(e);
     }
-    std::fs::rename(&tmp, path)
+    sys::rename(&tmp, path)
+}
+
+/// Whether `path` is a character device or a pipe (`/dev/null`, a FIFO a reader waits on): what
+/// is written there goes into it, never into a file put in its place.
+fn written_in_place(path: &[u8]) -> bool {
+    let p = sys::CPath::new(path);
+    // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        libc::stat(p.as_ptr(), &mut st) == 0
+            && matches!(st.st_mode & libc::S_IFMT, libc::S_IFCHR | libc::S_IFIFO)
+    }
 }
 
 /// Creates the file a dump to `path` is written into before it is renamed over `path`: beside
 /// it, under a name nobody can guess (`mkostemp`: `PATH.XXXXXX`), exclusively (never a file that
 /// is already there, never through a symlink planted under that name, as in a directory others
 /// can write to), readable and writable by its user only.
-fn create_temporary(
-    path: &std::path::Path,
-) -> std::io::Result<(std::fs::File, std::path::PathBuf)> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    use std::os::unix::io::FromRawFd;
-    let mut template = path.as_os_str().as_bytes().to_vec();
+fn create_temporary(path: &[u8]) -> sys::Result<(sys::Fd, Vec<u8>)> {
+    let mut template = path.to_vec();
     template.extend_from_slice(b".XXXXXX\0");
     // SAFETY: `template` is a writable NUL-terminated buffer ending in XXXXXX, as mkostemp needs.
     let fd = unsafe { libc::mkostemp(template.as_mut_ptr().cast(), libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(sys::Errno::last());
     }
     template.pop();
-    // SAFETY: mkostemp returned a new descriptor that nothing else owns.
-    let file = unsafe { std::fs::File::from_raw_fd(fd) };
-    Ok((file, std::ffi::OsString::from_vec(template).into()))
+    // A new descriptor that nothing else owns.
+    Ok((sys::Fd(fd), template))
 }
 
 /// Reads the recorder's environment at the first registration: `BOOTPROF_SESSION` (a session
@@ -801,15 +815,15 @@ fn create_temporary(
 /// recording them (the variables that start recording are then ignored): the counts go into the
 /// session's lane, or without a session to stderr at exit (see `counts`).
 pub(crate) fn init_from_environment() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
     ONCE.call_once(|| {
-        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        let set = sys::is_set;
         let counting = counts::init_from_environment();
         let record = !counting
             && (set("BOOTPROF_OUTPUT")
                 || set("BOOTPROF_SESSION")
-                || std::env::var("BOOTPROF_RECORD").is_ok_and(|v| v == "1"));
-        let points = std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1");
+                || crate::sys::var_is("BOOTPROF_RECORD", "1"));
+        let points = crate::sys::var_is("BOOTPROF_POINTS", "1");
         if points {
             count_points();
         }
@@ -828,11 +842,10 @@ pub(crate) fn init_from_environment() {
         }
         if record || points {
             extern "C" fn at_exit() {
-                if std::env::var("BOOTPROF_POINTS").is_ok_and(|v| v == "1") {
+                if crate::sys::var_is("BOOTPROF_POINTS", "1") {
                     note_raw(&points_table());
                 }
-                let wanted = std::env::var_os("BOOTPROF_OUTPUT").is_some_and(|v| !v.is_empty())
-                    || !buffer::in_session();
+                let wanted = sys::is_set("BOOTPROF_OUTPUT") || !buffer::in_session();
                 if !buffer::exists() || !wanted {
                     return;
                 }
@@ -845,15 +858,16 @@ pub(crate) fn init_from_environment() {
                         } else {
                             String::new()
                         };
-                        note(&format!("{n} records written to {}{extra}", path.display()));
+                        let path = sys::display(&path);
+                        note(&format!("{n} records written to {path}{extra}"));
                     }
-                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
+                    Err(e) => note(&format!("cannot write {}: {e}", sys::display(&path))),
                 }
             }
             // SAFETY: registers a function with no preconditions.
             unsafe { libc::atexit(at_exit) };
         }
-        if std::env::var_os("BOOTPROF_STATS").is_some_and(|v| !v.is_empty()) {
+        if sys::is_set("BOOTPROF_STATS") {
             // SAFETY: registers a function with no preconditions.
             unsafe { libc::atexit(append_stats) };
         }
@@ -863,8 +877,8 @@ pub(crate) fn init_from_environment() {
         // SAFETY: registers a function with no preconditions. Registered after the dump handler,
         // so it runs before it (exit handlers run in reverse order) and before any destructor.
         unsafe { libc::atexit(mark_exiting) };
-        if let Ok(sig) = std::env::var("BOOTPROF_DUMP_SIGNAL") {
-            match signal_number(&sig) {
+        if let Some(sig) = sys::var("BOOTPROF_DUMP_SIGNAL") {
+            match signal_number(sig) {
                 Some(n) => dump_on_signal(n),
                 None => note(&format!("BOOTPROF_DUMP_SIGNAL={sig} is not a signal")),
             }
@@ -873,26 +887,17 @@ pub(crate) fn init_from_environment() {
 }
 
 extern "C" fn append_stats() {
-    let Some(path) = std::env::var_os("BOOTPROF_STATS") else {
+    let Some(path) = sys::var_os("BOOTPROF_STATS") else {
         return;
     };
-    use std::io::Write;
     let line = stats_line();
-    use std::os::unix::fs::OpenOptionsExt;
     // Never through a symlink; a new file is its user's only.
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_NOFOLLOW;
+    let written = sys::Fd::open(path, flags, 0o600)
         // One write of one short line: O_APPEND keeps lines of concurrent processes whole.
-        .and_then(|mut f| f.write_all(line.as_bytes()));
+        .and_then(|f| f.write_all(line.as_bytes()));
     if let Err(e) = written {
-        note(&format!(
-            "cannot append to {}: {e}",
-            std::path::Path::new(&path).display()
-        ));
+        note(&format!("cannot append to {}: {e}", sys::display(path)));
     }
 }
 
@@ -968,11 +973,11 @@ fn install_process_hooks(fatal_signals: bool) {
             libc::raise(sig);
         }
     }
-    static ONCE: std::sync::Once = std::sync::Once::new();
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
     // SAFETY: registers handlers with no preconditions.
     ONCE.call_once(|| unsafe {
         libc::pthread_atfork(None, None, Some(child));
-        on_exit(exited, std::ptr::null_mut());
+        on_exit(exited, core::ptr::null_mut());
     });
     if !buffer::in_session() || !fatal_signals {
         return;
@@ -980,17 +985,17 @@ fn install_process_hooks(fatal_signals: bool) {
     for sig in FATAL_SIGNALS {
         // SAFETY: reads the current action, and replaces it only when it is the default.
         unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+            let mut old: libc::sigaction = core::mem::zeroed();
+            if libc::sigaction(sig, core::ptr::null(), &mut old) != 0
                 || old.sa_sigaction != libc::SIG_DFL
             {
                 continue;
             }
-            let mut sa: libc::sigaction = std::mem::zeroed();
+            let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = fatal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+            libc::sigaction(sig, &sa, core::ptr::null_mut());
         }
     }
 }
@@ -1005,19 +1010,18 @@ fn measured_hz() -> u64 {
 /// Writes the names the process's threads have now (`/proc/self/task/*/comm`) into the lane:
 /// a thread may have been named after its first record.
 fn name_threads() {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+    let Ok(names) = sys::read_dir(b"/proc/self/task") else {
         return;
     };
     let mut blob = Vec::new();
-    for entry in dir.flatten() {
-        let Some(tid) = entry
-            .file_name()
-            .to_str()
+    for name in names {
+        let Some(tid) = core::str::from_utf8(&name)
+            .ok()
             .and_then(|t| t.parse::<u32>().ok())
         else {
             continue;
         };
-        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
+        let Ok(comm) = sys::read_to_string(format!("/proc/self/task/{tid}/comm").as_bytes()) else {
             continue;
         };
         let meta = Meta::Thread {
@@ -1039,7 +1043,7 @@ fn name_threads() {
 /// may lose counts under concurrent hits of one site, unless counting with `BOOTPROF_COUNT=1`), and
 /// the most-hit function with its hits.
 pub(crate) fn stats_line() -> String {
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+    let exe = sys::read_link(b"/proc/self/exe").unwrap_or_default();
     let reg = site::lock();
     let (mut enabled, mut hits, mut top) = (0usize, 0u64, ("-", 0u64));
     for s in &reg.sites {
@@ -1054,7 +1058,7 @@ pub(crate) fn stats_line() -> String {
         "{}\t{}\t{}\t{enabled}\t{hits}\t{}\t{}\n",
         // SAFETY: getpid has no preconditions.
         unsafe { libc::getpid() },
-        exe.display(),
+        sys::display(&exe),
         reg.sites.len(),
         top.0,
         top.1
@@ -1087,23 +1091,21 @@ fn dump_on_signal(sig: libc::c_int) {
     }
     DUMP_PIPE.store(fds[1] as usize, Ordering::Release);
     let reader = fds[0];
-    let spawned = std::thread::Builder::new()
-        .name("bootprof-dump".into())
-        .spawn(move || loop {
-            let mut b = [0u8; 1];
-            // SAFETY: reads one byte into our buffer from our pipe.
-            let n = unsafe { libc::read(reader, b.as_mut_ptr().cast(), 1) };
-            if n == 1 {
-                let path = default_path();
-                match dump_on_demand(&path) {
-                    Ok(Some(n)) => note(&format!("{n} records written to {}", path.display())),
-                    Ok(None) => {}
-                    Err(e) => note(&format!("cannot write {}: {e}", path.display())),
-                }
-            } else if n == 0 {
-                return;
+    let spawned = sys::spawn(c"bootprof-dump", move || loop {
+        let mut b = [0u8; 1];
+        // SAFETY: reads one byte into our buffer from our pipe.
+        let n = unsafe { libc::read(reader, b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            let path = default_path();
+            match dump_on_demand(&path) {
+                Ok(Some(n)) => note(&format!("{n} records written to {}", sys::display(&path))),
+                Ok(None) => {}
+                Err(e) => note(&format!("cannot write {}: {e}", sys::display(&path))),
             }
-        });
+        } else if n == 0 {
+            return;
+        }
+    });
     if spawned.is_err() {
         note("cannot start the dump thread");
         return;
@@ -1117,11 +1119,11 @@ fn dump_on_signal(sig: libc::c_int) {
     }
     // SAFETY: installs a handler that only calls write(2).
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
+        let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
+        libc::sigaction(sig, &sa, core::ptr::null_mut());
     }
 }
 
@@ -1144,12 +1146,12 @@ pub fn record_benchmark(n: usize) -> (f64, f64, Option<f64>) {
     let ring = buffer::keep() == Keep::Last;
     buffer::grow_to(chunks(if ring { 5 * n } else { 2 * n }));
     let time = |with_tsc: bool| {
-        let t = std::time::Instant::now();
+        let t = crate::sys::Instant::now();
         for i in 0..n as u64 {
             let tsc = if with_tsc { rdtsc() } else { i };
             record(site, RecordKind::Event, i, 1, tsc);
         }
-        t.elapsed().as_secs_f64() * 1e9 / n as f64
+        t.elapsed_ns() as f64 / n as f64
     };
     let (bare, with_tsc) = (time(false), time(true));
     (bare, with_tsc, (!ring).then(|| time(false)))

@@ -5,11 +5,12 @@
 //! first site is enabled.
 
 use crate::note::note;
+use crate::prelude::*;
 use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
 use bootprof_format::pattern::{Pattern, PatternError};
 use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 #[doc(hidden)]
 pub use crate::site::{lookup_benchmark, synthetic_site};
@@ -28,8 +29,8 @@ pub enum Error {
     TooManyHandlers,
 }
 
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Error::Pattern(e) => e.fmt(f),
             Error::Text(e) => e.fmt(f),
@@ -39,7 +40,7 @@ impl std::fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl core::error::Error for Error {}
 
 impl From<PatternError> for Error {
     fn from(e: PatternError) -> Self {
@@ -55,25 +56,33 @@ unsafe fn static_str(addr: Option<u64>) -> (&'static str, *const u8) {
     match addr {
         // SAFETY: per the contract.
         Some(a) => unsafe {
-            let c = std::ffi::CStr::from_ptr(a as *const std::ffi::c_char);
+            let c = core::ffi::CStr::from_ptr(a as *const core::ffi::c_char);
             (c.to_str().unwrap_or("?"), a as *const u8)
         },
         None => ("", c"".as_ptr() as *const u8),
     }
 }
 
-/// Records the table `[start, stop)` of one loaded object. Returns the number of sites.
+/// Records the table `[start, stop)` of one loaded object, to be read when anything first
+/// needs the sites (`site::defer`).
 ///
 /// # Safety
-/// `start..stop` must be a `bootprof_sites` table of a loaded object that is never unloaded.
-pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize {
+/// `start..stop` must be a `bootprof_sites` table of a loaded object that is not unloaded
+/// before it unregisters the table.
+pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) {
     if start.is_null() || stop <= start {
-        return 0;
+        return;
     }
-    // SAFETY: per the contract.
-    let bytes = unsafe { std::slice::from_raw_parts(start, stop as usize - start as usize) };
-    static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let mut reg = lock();
+    site::defer(start as usize, stop as usize, read_table);
+}
+
+/// Reads the table `[start, stop)` (registered by [`register_table`]) into the registry.
+fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
+    let start = start as *const u8;
+    // SAFETY: a table register_table was given, of an object still loaded (an object unloads
+    // only after unregistering its table, which reads every pending table first).
+    let bytes = unsafe { core::slice::from_raw_parts(start, stop - start as usize) };
+    static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     let mut new = Vec::new();
     for (i, site) in format::sites(bytes, start as u64).enumerate() {
@@ -99,7 +108,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
         let stub_id = if site.target != 0 && site.form != Form::Guard {
             // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
             let lea =
-                unsafe { std::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
+                unsafe { core::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
             code::stub_id(site.target, &lea).unwrap_or(0)
         } else {
             0
@@ -132,7 +141,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
             hits: AtomicU64::new(0),
             rec_kind,
             latency,
-            stacktrace: std::sync::atomic::AtomicBool::new(false),
+            stacktrace: core::sync::atomic::AtomicBool::new(false),
             point: site::Point::new(),
         }));
         let mut mask = 0u64;
@@ -150,14 +159,14 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) -> usize 
     reg.sites.extend(new);
     site::publish(&reg.sites);
     crate::recorder::describe_sites(&reg.sites[reg.sites.len() - count..]);
-    count
 }
 
 /// Forgets the sites of the table starting at `start` (an object being unloaded), after putting
 /// their NOPs back. Returns how many sites were forgotten.
 pub(crate) fn unregister_table(start: u64) -> usize {
-    if crate::recorder::EXITING.load(Ordering::Relaxed) {
+    if crate::recorder::EXITING.load(Ordering::Relaxed) || site::forget_pending(start as usize) {
         // The process is ending: its code goes away with it, and a thread may still run a site.
+        // Or nothing ever read the table: it has no sites to forget.
         return 0;
     }
     let mut reg = lock();
@@ -236,7 +245,7 @@ pub(crate) fn restore(sites: &[&'static SiteRec]) -> Result<usize, Error> {
     let chosen: Vec<&'static SiteRec> = sites
         .iter()
         .copied()
-        .filter(|s| s.state() != DISABLED && reg.sites.iter().any(|r| std::ptr::eq(*r, *s)))
+        .filter(|s| s.state() != DISABLED && reg.sites.iter().any(|r| core::ptr::eq(*r, *s)))
         .collect();
     switch_locked(chosen, DISABLED)
 }
@@ -246,7 +255,7 @@ pub(crate) fn holds_nop(site: &SiteRec) -> bool {
     let len = site.site_len();
     // SAFETY: a registered site is `len` bytes of the loaded object's code, readable while the
     // object is loaded.
-    let now = unsafe { std::slice::from_raw_parts(site.addr as *const u8, len) };
+    let now = unsafe { core::slice::from_raw_parts(site.addr as *const u8, len) };
     now == &site.nop[..len]
 }
 

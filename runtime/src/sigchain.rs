@@ -20,12 +20,12 @@ pub(crate) fn chain(
         f if previous.sa_flags & libc::SA_SIGINFO != 0 => {
             // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                unsafe { std::mem::transmute(f) };
+                unsafe { core::mem::transmute(f) };
             f(sig, info, ctx);
         }
         f => {
             // SAFETY: the previous handler was installed as a plain handler.
-            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
+            let f: extern "C" fn(libc::c_int) = unsafe { core::mem::transmute(f) };
             f(sig);
         }
     }
@@ -35,13 +35,13 @@ pub(crate) fn chain(
 pub(crate) fn default_action(sig: libc::c_int) {
     // SAFETY: resets the disposition and re-raises: the process ends as it would have.
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
+        let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigaction(sig, &sa, core::ptr::null_mut());
+        let mut set: libc::sigset_t = core::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, sig);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
         libc::raise(sig);
     }
 }

@@ -6,11 +6,12 @@
 //!
 //! Nothing here writes code or changes a state; the registry does, through these types.
 
+use crate::prelude::*;
+use crate::sys::Mutex;
+use alloc::collections::BTreeMap;
 use bootprof_format::pattern::Pattern;
 use bootprof_format::{Form, Kind, MAX_SITE_LEN};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// How an enabled site fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,7 +228,7 @@ pub(crate) struct Index {
     mask: usize,
     /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
     /// no return address of their own).
-    pub tails: HashMap<u64, Vec<&'static SiteRec>>,
+    pub tails: BTreeMap<u64, Vec<&'static SiteRec>>,
 }
 
 #[inline]
@@ -236,7 +237,7 @@ fn slot_of(addr: u64, mask: usize) -> usize {
 }
 
 impl Index {
-    fn new(sites: Vec<&'static SiteRec>, tails: HashMap<u64, Vec<&'static SiteRec>>) -> Index {
+    fn new(sites: Vec<&'static SiteRec>, tails: BTreeMap<u64, Vec<&'static SiteRec>>) -> Index {
         let addrs: Vec<u64> = sites.iter().map(|s| s.addr).collect();
         let cap = (sites.len() * 2).next_power_of_two().max(16);
         let mask = cap - 1;
@@ -276,7 +277,7 @@ impl Index {
     }
 }
 
-static INDEX: AtomicPtr<Index> = AtomicPtr::new(std::ptr::null_mut());
+static INDEX: AtomicPtr<Index> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The current snapshot (empty before the first registration).
 pub(crate) fn index() -> Option<&'static Index> {
@@ -294,7 +295,7 @@ pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
 pub(crate) fn publish(sites: &[&'static SiteRec]) {
     let mut sites = sites.to_vec();
     sites.sort_by_key(|s| s.addr);
-    let mut tails: HashMap<u64, Vec<&'static SiteRec>> = HashMap::new();
+    let mut tails: BTreeMap<u64, Vec<&'static SiteRec>> = BTreeMap::new();
     for s in sites.iter().filter(|s| s.is_tail() && s.stub_id != 0) {
         tails.entry(s.stub_id).or_default().push(s);
     }
@@ -318,17 +319,76 @@ pub(crate) struct Registry {
     pub sites: Vec<&'static SiteRec>,
     pub notrace: Vec<Pattern>,
     pub handlers: Vec<Option<Handler>>,
+    /// Tables registered and not read yet, `[start, stop)` (see [`defer`]).
+    pending: [(usize, usize); PENDING],
+    pending_len: usize,
+    /// What reads a table into `sites` (the registry's; this module is below it).
+    reader: Option<TableReader>,
 }
+
+/// Reads the table `[start, stop)` into the registry.
+pub(crate) type TableReader = fn(&mut Registry, usize, usize);
+
+/// Tables kept unread at most; one more is read at once.
+const PENDING: usize = 32;
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     sites: Vec::new(),
     notrace: Vec::new(),
     handlers: Vec::new(),
+    pending: [(0, 0); PENDING],
+    pending_len: 0,
+    reader: None,
 });
 
-/// The registry, locked (a panic of another holder is ignored, not passed on).
-pub(crate) fn lock() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+/// Keeps the table `[start, stop)` to be read by `reader` the first time the registry is
+/// locked: a program that nobody enables a site of, records or attaches to never reads its
+/// tables (start-up costs what it cost without the runtime, nearly), and one that does reads
+/// them all before anything looks at them.
+pub(crate) fn defer(start: usize, stop: usize, reader: TableReader) {
+    let mut reg = REGISTRY.lock();
+    reg.reader = Some(reader);
+    if reg.pending_len == PENDING {
+        read_pending(&mut reg);
+    }
+    let n = reg.pending_len;
+    reg.pending[n] = (start, stop);
+    reg.pending_len = n + 1;
+}
+
+/// Forgets the table starting at `start` if it is still kept unread by [`defer`] (an object
+/// unloaded, or the process ending, before anything needed its sites); false if it is not.
+pub(crate) fn forget_pending(start: usize) -> bool {
+    let mut reg = REGISTRY.lock();
+    let n = reg.pending_len;
+    let Some(i) = reg.pending[..n].iter().position(|&(s, _)| s == start) else {
+        return false;
+    };
+    reg.pending.copy_within(i + 1..n, i);
+    reg.pending_len = n - 1;
+    true
+}
+
+/// Reads every table kept by [`defer`], in the order they came.
+fn read_pending(reg: &mut Registry) {
+    let (pending, n) = (reg.pending, reg.pending_len);
+    reg.pending_len = 0;
+    if let Some(read) = reg.reader {
+        for &(start, stop) in &pending[..n] {
+            read(reg, start, stop);
+        }
+    }
+}
+
+/// The registry, locked, every table registered so far read into it. (Whatever uses the sites
+/// comes here first, before any hit: the fork handler that hits need is installed now.)
+pub(crate) fn lock() -> crate::sys::MutexGuard<'static, Registry> {
+    crate::thread::install_fork_handler();
+    let mut reg = REGISTRY.lock();
+    if reg.pending_len > 0 {
+        read_pending(&mut reg);
+    }
+    reg
 }
 
 /// Measures the lookup structure: builds a snapshot of `n` synthetic sites spread like code
@@ -350,18 +410,18 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
             synthetic_site(i as u32, addr)
         })
         .collect();
-    let index = Index::new(sites, HashMap::new());
+    let index = Index::new(sites, BTreeMap::new());
     let probes: Vec<u64> = (0..lookups)
         .map(|_| index.addrs[(rand() % n as u64) as usize])
         .collect();
     let time = |f: &dyn Fn(u64) -> Option<&'static SiteRec>| {
-        let t = std::time::Instant::now();
+        let t = crate::sys::Instant::now();
         let mut found = 0u64;
         for &a in &probes {
-            found += u64::from(std::hint::black_box(f(a)).is_some());
+            found += u64::from(core::hint::black_box(f(a)).is_some());
         }
         assert_eq!(found as usize, lookups);
-        t.elapsed().as_secs_f64() * 1e9 / lookups as f64
+        t.elapsed_ns() as f64 / lookups as f64
     };
     let hash = time(&|a| index.lookup(a));
     let sorted = time(&|a| index.lookup_sorted(a));
@@ -384,9 +444,9 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         demangled: "",
         func_offset: 0,
         match_name: "",
-        c_provider: std::ptr::null(),
-        c_name: std::ptr::null(),
-        c_function: std::ptr::null(),
+        c_provider: core::ptr::null(),
+        c_name: core::ptr::null(),
+        c_function: core::ptr::null(),
         stub_id: 0,
         nop: [0; MAX_SITE_LEN],
         state: AtomicU8::new(DISABLED),

@@ -10,7 +10,8 @@
 //! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`, or, on kernels without it, an
 //! `mprotect` on a private page, whose TLB shootdown interrupts every CPU running this process.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use crate::prelude::*;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Why text could not be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,19 +24,19 @@ pub struct TextError {
     pub procmem_errno: i32,
 }
 
-impl std::fmt::Display for TextError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for TextError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
             "cannot write code at {:#x}: mprotect failed ({}), /proc/self/mem failed ({})",
             self.address,
-            std::io::Error::from_raw_os_error(self.mprotect_errno),
-            std::io::Error::from_raw_os_error(self.procmem_errno)
+            crate::sys::Errno(self.mprotect_errno),
+            crate::sys::Errno(self.procmem_errno)
         )
     }
 }
 
-impl std::error::Error for TextError {}
+impl core::error::Error for TextError {}
 
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_long = 1 << 5;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_long = 1 << 6;
@@ -47,10 +48,10 @@ static SYNC_METHOD: AtomicU8 = AtomicU8::new(0);
 /// `procmem` (skip mprotect, as where W^X refuses it) or `fail` (refuse both: for testing that a
 /// failed enable leaves every site as it was).
 fn write_policy() -> u8 {
-    static POLICY: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    *POLICY.get_or_init(|| match std::env::var("BOOTPROF_TEXT_WRITE").as_deref() {
-        Ok("procmem") => 1,
-        Ok("fail") => 2,
+    static POLICY: crate::sys::OnceLock<u8> = crate::sys::OnceLock::new();
+    *POLICY.get_or_init(|| match crate::sys::var("BOOTPROF_TEXT_WRITE") {
+        Some("procmem") => 1,
+        Some("fail") => 2,
         _ => 0,
     })
 }
@@ -89,12 +90,12 @@ pub fn sync_cores() {
 /// The fallback: changing a page's protection flushes the TLB of every CPU this process runs on,
 /// by an interrupt, and returning from an interrupt serializes.
 fn shootdown() {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    static PAGE: crate::sys::OnceLock<usize> = crate::sys::OnceLock::new();
     let page = *PAGE.get_or_init(|| {
         // SAFETY: an anonymous private mapping, never unmapped.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                core::ptr::null_mut(),
                 4096,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
@@ -104,7 +105,7 @@ fn shootdown() {
         };
         if p != libc::MAP_FAILED {
             // SAFETY: the page is ours and writable; touching it populates the TLB entry.
-            unsafe { std::ptr::write_volatile(p as *mut u8, 1) };
+            unsafe { core::ptr::write_volatile(p as *mut u8, 1) };
         }
         p as usize
     });
@@ -172,7 +173,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
         .collect();
     pages.sort_unstable();
     pages.dedup();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let maps = crate::sys::read_to_string(b"/proc/self/maps").unwrap_or_default();
     // Runs of adjacent pages with the same original protection: one mprotect each way per run
     // (a batch of thousands of sites spread over a program's text touches hundreds of pages).
     let mut runs: Vec<(usize, usize, libc::c_int)> = Vec::new();
@@ -197,10 +198,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
                 )
             };
             if r != 0 {
-                failed = Some((
-                    start as u64,
-                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-                ));
+                failed = Some((start as u64, crate::sys::Errno::last().0));
                 break;
             }
             opened += 1;
@@ -212,7 +210,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
         for &(a, b) in writes {
             for (i, &byte) in b.iter().enumerate() {
                 // SAFETY: the page is writable now and the caller vouches for the bytes.
-                unsafe { std::ptr::write_volatile((a as usize + i) as *mut u8, byte) };
+                unsafe { core::ptr::write_volatile((a as usize + i) as *mut u8, byte) };
             }
         }
     }
@@ -240,23 +238,33 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
 /// Writes through `/proc/self/mem`, which the kernel allows even on read-only mappings. Checks
 /// first that every address can be written, so a failure leaves nothing half-written.
 fn write_procmem(writes: &[(u64, &[u8])]) -> Result<(), (u64, i32)> {
-    use std::os::unix::fs::FileExt;
-    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-    let mem = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/proc/self/mem")
-        .map_err(|e| (writes[0].0, errno(e)))?;
+    let mem =
+        crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0).map_err(|e| (writes[0].0, e.0))?;
+    // One byte at `at`, read into or written from `byte`; the errno when it is not moved.
+    let moved = |byte: *mut u8, at: u64, write: bool| -> Result<(), (u64, i32)> {
+        // SAFETY: one byte of a buffer the caller owns; `at` is an offset into /proc/self/mem.
+        let n = unsafe {
+            match write {
+                true => libc::pwrite(mem.0, byte.cast(), 1, at as libc::off_t),
+                false => libc::pread(mem.0, byte.cast(), 1, at as libc::off_t),
+            }
+        };
+        match n {
+            1 => Ok(()),
+            0 => Err((at, libc::EIO)),
+            _ => Err((at, crate::sys::Errno::last().0)),
+        }
+    };
     // Probe every site by writing back its current first byte (a no-op if it succeeds).
     for &(a, _) in writes {
-        let mut cur = [0u8; 1];
-        mem.read_exact_at(&mut cur, a).map_err(|e| (a, errno(e)))?;
-        mem.write_all_at(&cur, a).map_err(|e| (a, errno(e)))?;
+        let mut cur = 0u8;
+        moved(&mut cur, a, false).map_err(|(_, e)| (a, e))?;
+        moved(&mut cur, a, true).map_err(|(_, e)| (a, e))?;
     }
     for &(a, b) in writes {
-        for (i, byte) in b.iter().enumerate() {
-            mem.write_all_at(std::slice::from_ref(byte), a + i as u64)
-                .map_err(|e| (a, errno(e)))?;
+        for (i, &byte) in b.iter().enumerate() {
+            let mut byte = byte;
+            moved(&mut byte, a + i as u64, true).map_err(|(_, e)| (a, e))?;
         }
     }
     Ok(())

@@ -2,11 +2,11 @@
 //! and the guard that keeps a thread from handling a hit inside the handling of another (a
 //! handler, or a signal handler, that fires a site or returns from a traced function meanwhile).
 
-use std::cell::Cell;
+use core::cell::Cell;
 
-thread_local! {
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-    static TID: Cell<u32> = const { Cell::new(0) };
+crate::sys::thread_local_cells! {
+    static BUSY: Cell<bool> = Cell::new(false);
+    static TID: Cell<u32> = Cell::new(0);
 }
 
 /// Takes the guard: true if the thread was not handling a hit already (it must [`leave`] then).
@@ -38,4 +38,18 @@ pub(crate) fn tid() -> u32 {
 /// Makes a forked child forget the parent's cached thread id.
 pub(crate) fn forget_tid() {
     TID.with(|t| t.set(0));
+}
+
+/// Makes a forked child forget the parent's cached thread id: installed before any site is
+/// enabled (when the registry first reads its tables), not at start-up, since until a site is
+/// hit no thread has one cached.
+pub(crate) fn install_fork_handler() {
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
+    extern "C" fn child() {
+        forget_tid();
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler with no preconditions.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    });
 }

@@ -5,14 +5,15 @@
 //! ours, or to the default action, so a debugger's or `__builtin_debugtrap` breakpoint still works.
 
 use crate::dispatch;
+use crate::prelude::*;
 use crate::site::{self, SiteRec, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use bootprof_format::{code, Kind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// The SIGTRAP disposition before ours (set once, never freed: the handler reads it).
-static PREVIOUS: std::sync::atomic::AtomicPtr<libc::sigaction> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static PREVIOUS: core::sync::atomic::AtomicPtr<libc::sigaction> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
 
 /// Installs the SIGTRAP handler once.
 pub(crate) fn install() {
@@ -21,12 +22,12 @@ pub(crate) fn install() {
     }
     // SAFETY: a zeroed sigaction is a valid "no handler" value; we fill the fields we use.
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
+        let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_sigtrap as *const () as usize;
         // NODEFER: a probe hit inside a handler (ours or the program's) must trap again.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
+        let mut old: libc::sigaction = core::mem::zeroed();
         libc::sigaction(libc::SIGTRAP, &sa, &mut old);
         PREVIOUS.store(Box::into_raw(Box::new(old)), Ordering::Release);
     }
@@ -40,8 +41,8 @@ pub fn handler_in_place() -> bool {
     }
     // SAFETY: querying the current disposition only.
     unsafe {
-        let mut cur: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur);
+        let mut cur: libc::sigaction = core::mem::zeroed();
+        libc::sigaction(libc::SIGTRAP, core::ptr::null(), &mut cur);
         cur.sa_sigaction == on_sigtrap as *const () as usize
     }
 }
@@ -68,7 +69,7 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     // the default action: the process died of SIGTRAP.)
     let state = site.state();
     // SAFETY: the site is in our own loaded code.
-    let byte = unsafe { std::ptr::read_volatile(pc as *const u8) };
+    let byte = unsafe { core::ptr::read_volatile(pc as *const u8) };
     if byte != code::INT3 {
         // The int3 was taken away after this thread hit it: run the site again as it is now.
         g[REG_RIP] = pc as i64;

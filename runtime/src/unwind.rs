@@ -18,7 +18,7 @@
 //! stack: once per thread, and again only when a hit's stack pointer lies outside them (a stack
 //! that grew, a signal stack).
 
-use std::cell::Cell;
+use core::cell::Cell;
 
 /// Most addresses a hit's stack holds (the site's and 63 return addresses).
 pub const MAX_FRAMES: usize = 64;
@@ -32,10 +32,10 @@ pub(crate) struct Origin {
     pub fp: u64,
 }
 
-thread_local! {
+crate::sys::thread_local_cells! {
     /// The readable mapping that held this thread's stack pointer at its last stack: [start,
     /// end); (0, 0) until one is read, (1, 0) when `/proc/self/maps` cannot be opened.
-    static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static STACK: Cell<(u64, u64)> = Cell::new((0, 0));
 }
 
 /// Writes the stack of a hit of the site at `pc` into `out`, innermost first; returns how many
@@ -52,7 +52,7 @@ pub(crate) fn frames(pc: u64, ret_on_top: bool, at: Origin, out: &mut [u64; MAX_
     };
     if ret_on_top && fits(at.sp, at.sp, 8) {
         // SAFETY: `sp .. sp + 8` lies in the readable mapping that holds the stack pointer.
-        let ret = unsafe { std::ptr::read_volatile(at.sp as *const u64) };
+        let ret = unsafe { core::ptr::read_volatile(at.sp as *const u64) };
         if ret != 0 {
             out[n] = ret;
             n += 1;
@@ -63,8 +63,8 @@ pub(crate) fn frames(pc: u64, ret_on_top: bool, at: Origin, out: &mut [u64; MAX_
         // SAFETY: `fp .. fp + 16` lies in the readable mapping that holds the stack pointer.
         let (next, ret) = unsafe {
             (
-                std::ptr::read_volatile(fp as *const u64),
-                std::ptr::read_volatile((fp + 8) as *const u64),
+                core::ptr::read_volatile(fp as *const u64),
+                core::ptr::read_volatile((fp + 8) as *const u64),
             )
         };
         if ret == 0 {
@@ -173,6 +173,7 @@ fn find_mapping(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     const MAPS: &str = "\
 55d0c0000000-55d0c0021000 r--p 00000000 08:01 123   /usr/bin/prog

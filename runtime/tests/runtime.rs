@@ -481,11 +481,23 @@ fn hooks_give_function_and_parent_without_reentry_for_fentry_and_mcount() {
 #[test]
 fn c_program_linking_the_shared_runtime_library_itself() {
     let w = Work::new("shared-runtime");
-    let lib_dir = tools().clone();
-    assert!(
-        lib_dir.join("libbootprof_runtime.so").is_file(),
-        "no libbootprof_runtime.so"
-    );
+    // The runtime as a shared library of the program's own: made from the object bootprof-link
+    // carries (`--print-runtime`), its entry points exported.
+    let lib_dir = w.path("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    let object = Command::new(tools().join("bootprof-link"))
+        .arg("--print-runtime")
+        .output()
+        .unwrap();
+    let object = String::from_utf8(object.stdout).unwrap();
+    let st = Command::new("cc")
+        .args(["-shared", "-o"])
+        .arg(lib_dir.join("libbootprof_runtime.so"))
+        .arg(object.trim())
+        .arg("-Wl,--export-dynamic-symbol=bootprof_*")
+        .status()
+        .unwrap();
+    assert!(st.success());
     let rpath = format!("-Wl,-rpath,{}", lib_dir.display());
     let libs = format!("-L{}", lib_dir.display());
     // --no-runtime: the program brings the runtime itself, as a shared library.
@@ -501,7 +513,7 @@ fn c_program_linking_the_shared_runtime_library_itself() {
             .unwrap();
         assert!(st.success());
         let exe = w.path("early");
-        let o = Command::new(lib_dir.join("bootprof-link"))
+        let o = Command::new(tools().join("bootprof-link"))
             .args(["--no-runtime", "cc", "-o"])
             .arg(&exe)
             .arg(&obj)

@@ -14,7 +14,8 @@
 //! | [`srcline`] | `bootprof report --srcline`: file:line from DWARF, PIE or not; the note without -g |
 //! | [`cmake`] | CMake projects linked through `CMAKE_C_LINKER_LAUNCHER` and `CMAKE_CXX_LINKER_LAUNCHER` (a C++ shared library and executable) |
 //! | [`lto`] | `-flto` in every form (gcc, clang, both linkers, archives, C++): every site found, none left live |
-//! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER` |
+//! | [`rust`] | a cargo project linked through `CARGO_TARGET_..._LINKER`, with and without the runtime crate |
+//! | [`lean`] | a hello world's shared libraries are its plain link's; `-static` and `-static-pie` links are quiet and work |
 //! | [`install`] | `cargo install --path runtime/cli`: the installed commands link, list, run and report from an unrelated directory with a clean environment; where the runtime and header are unpacked |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`realworld`] | bzip2, lz4, jsoncpp, mksh and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
@@ -35,6 +36,7 @@ mod elf;
 mod flamechart_script;
 mod install;
 mod json;
+mod lean;
 mod linker_scripts;
 mod lto;
 mod matrix;

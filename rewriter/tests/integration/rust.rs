@@ -6,7 +6,7 @@
 use crate::json::list;
 use crate::objdump::calls_to_probes;
 use crate::util::{
-    cmd, defined_functions, link_bin, mkdir, read, require, run, source_dir, write, TempDir,
+    cmd, defined_functions, link_bin, mkdir, needed, read, require, run, source_dir, write, TempDir,
 };
 use std::path::Path;
 
@@ -76,7 +76,9 @@ fn check_binary(binary: &Path, profile: &str) {
 /// (nightly-only: `RUSTC_BOOTSTRAP=1`): `-C lto=fat` and `thin` hand the linker machine code,
 /// `-C linker-plugin-lto` hands it bitcode, which rustc's own lld turns into code during the
 /// link. The table holds as many sites as the same build without bootprof has calls to the probe
-/// and to `mcount`, each a NOP, and the program runs the same.
+/// and to `mcount`, each a NOP, and the program runs the same. The program does not depend on the
+/// runtime crate: bootprof-link links the runtime in, it needs no library more than the plain
+/// build, and `bootprof run` traces its probe and hooks.
 #[test]
 fn cargo_project_with_each_lto_form() {
     require!("cargo", "rustc", "cc", "objdump");
@@ -147,6 +149,11 @@ fn cargo_project_with_each_lto_form() {
         }
         let ran = run(&mut cmd(&binary, [""; 0])).ok();
         assert_eq!(ran.stdout, "rust sum 90\n", "{name}");
+        // The program does not depend on the runtime crate: bootprof-link links the runtime in
+        // (without the standard library: no library the plain build does not need), so its
+        // sites can be enabled and traced.
+        assert_eq!(needed(&binary), needed(&plain), "{name}");
+        traced_ticks(&t.join(format!("session-{}", report.len())), &binary, &name);
         report.push(format!("{name}: {} sites", listing.sites.len()));
     }
     println!("{}", report.join("\n"));
@@ -241,6 +248,24 @@ fn rust_panics_and_backtraces_through_hooked_returns() {
             .map(|what| what.split(" <-").next().unwrap_or(what).to_string())
             .collect();
         assert_eq!(calls, expected, "{mode}:\n{}", report.stdout);
+    }
+}
+
+/// `bootprof run` of `tests/sources/rust-lto`'s `binary` with every site enabled in call mode:
+/// the session holds the probe's 10 hits, and with `-Zinstrument-mcount` the 10 entries of
+/// `rust_lto::tick` too.
+fn traced_ticks(session: &Path, binary: &Path, name: &str) {
+    let traced = run(cmd(crate::util::BOOTPROF, ["run", "--mode", "call", "-o"])
+        .arg(session)
+        .arg("--")
+        .arg(binary))
+    .ok();
+    assert_eq!(traced.stdout, "rust sum 90\n", "{name}");
+    let text = run(cmd(crate::util::BOOTPROF, ["report"]).arg(session)).ok();
+    let lines = |what: &str| text.stdout.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(lines(": EVENT rust:tick arg="), 10, "{name}:{text}");
+    if name.contains("mcount") {
+        assert_eq!(lines(": rust_lto::tick <-"), 10, "{name}:{text}");
     }
 }
 

@@ -394,3 +394,14 @@ pub fn compile_case(case: &str, files: &[&str], dir: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// The `DT_NEEDED` entries of `binary`, in order (`readelf -d`).
+pub fn needed(binary: &Path) -> Vec<String> {
+    let out = run(cmd("readelf", ["-dW"]).arg(binary)).ok();
+    out.stdout
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1))
+        .map(|l| l.trim_end_matches(']').to_string())
+        .collect()
+}

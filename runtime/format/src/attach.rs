@@ -29,10 +29,10 @@
 //! A client that goes away without `detach` (killed, or its connection broken) is detached all
 //! the same.
 
-extern crate std;
-use std::format;
-use std::string::String;
-use std::vec::Vec;
+extern crate alloc;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
 
 /// The version of the conversation.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -43,9 +43,12 @@ pub const ENV_ATTACH: &str = "BOOTPROF_ATTACH";
 /// The environment variable that chooses the attach signal.
 pub const ENV_SIGNAL: &str = "BOOTPROF_ATTACH_SIGNAL";
 
+/// Where the user directories are: [`USER_DIR_PREFIX`] and the user's id.
+pub const USER_DIR_PREFIX: &str = "/tmp/.bootprof-";
+
 /// The private directory of the user `uid` (in the program's mount namespace).
 pub fn user_dir(uid: u32) -> String {
-    format!("/tmp/.bootprof-{uid}")
+    format!("{USER_DIR_PREFIX}{uid}")
 }
 
 /// The start of a knock file's name; the pid follows.

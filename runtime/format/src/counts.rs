@@ -12,10 +12,10 @@
 //! (several sites of one name, such as the guard and the call of one `BOOTPROF_PROBE`, or two
 //! calls of one probe, are one row). Rows are sorted by hits, most first, then by name.
 
-extern crate std;
+extern crate alloc;
 use crate::Kind;
-use std::string::String;
-use std::vec::Vec;
+use alloc::string::String;
+use alloc::vec::Vec;
 
 /// One row of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,9 +35,9 @@ pub fn site_name(kind: Kind, provider: &str, name: &str, function: &str) -> Stri
     if kind.is_hook() {
         String::from(function)
     } else if provider == "bootprof" && !function.is_empty() {
-        std::format!("{provider}:{name} ({function})")
+        alloc::format!("{provider}:{name} ({function})")
     } else {
-        std::format!("{provider}:{name}")
+        alloc::format!("{provider}:{name}")
     }
 }
 
@@ -80,14 +80,14 @@ pub fn width(rows: &[Row]) -> usize {
 
 /// Appends the heading of a table whose hits column is `width` wide.
 pub fn write_heading(width: usize, indent: &str, out: &mut String) {
-    use std::fmt::Write;
+    use core::fmt::Write;
     // Into a String: nothing can fail.
     let _ = writeln!(out, "{indent}{:>width$}  {:<10}  site", "hits", "kind");
 }
 
 /// Appends a line per row, the hits column `width` wide (at least [`width`] of the rows).
 pub fn write_rows(rows: &[Row], width: usize, indent: &str, out: &mut String) {
-    use std::fmt::Write;
+    use core::fmt::Write;
     for r in rows {
         let _ = writeln!(
             out,
@@ -106,7 +106,7 @@ fn decimal_digits(v: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::string::ToString;
+    use alloc::string::ToString;
 
     fn row(hits: u64, kind: Kind, site: &str) -> Row {
         Row {

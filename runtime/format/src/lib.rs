@@ -25,10 +25,10 @@
 #![no_std]
 #![deny(missing_docs)]
 
-#[cfg(feature = "std")]
+#[cfg(feature = "alloc")]
 pub mod attach;
 pub mod code;
-#[cfg(feature = "std")]
+#[cfg(feature = "alloc")]
 pub mod counts;
 #[cfg(feature = "demangle")]
 pub mod demangle;
@@ -40,7 +40,7 @@ pub mod le;
 pub mod linked;
 #[cfg(feature = "std")]
 pub mod location;
-#[cfg(feature = "std")]
+#[cfg(feature = "alloc")]
 pub mod pattern;
 pub mod trace;
 

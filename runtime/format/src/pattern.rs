@@ -5,9 +5,9 @@
 //! and `Json::Value::asString` all select it). One definition for the runtime (which enables
 //! what they match) and `bootprof run` (which says when one matches no site).
 
-extern crate std;
-use std::string::{String, ToString};
-use std::vec::Vec;
+extern crate alloc;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 
 /// A parsed pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl core::fmt::Display for PatternError {
     }
 }
 
-impl std::error::Error for PatternError {}
+impl core::error::Error for PatternError {}
 
 impl Pattern {
     /// Parses `text`. A `*` anywhere but at the ends, `?`, `[`, whitespace, commas and the empty

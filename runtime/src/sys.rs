@@ -1,0 +1,585 @@
+//! What the runtime needs of the system, over the C library directly (the runtime is `no_std`:
+//! C programs get no Rust standard library, no unwinder and no `libgcc_s` with it): takes names,
+//! paths (bytes) and closures; hands on environment variables, errors as `errno` values
+//! ([`Errno`], shown as the standard library shows them), files ([`Fd`]), a mutex, one-time
+//! initialisation, threads, the monotonic clock and sleeping, and the thread-local cells of
+//! `thread_local_cells!`.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// An `errno` value: what a failed call of the C library said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// The calling thread's `errno` now.
+    pub fn last() -> Errno {
+        // SAFETY: __errno_location returns the calling thread's errno.
+        Errno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl fmt::Display for Errno {
+    /// As the standard library shows an OS error: `No such file or directory (os error 2)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0u8; 128];
+        // SAFETY: the XSI strerror_r writes a NUL-terminated message into the buffer we own.
+        let r = unsafe { libc::strerror_r(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+        match (r, core::str::from_utf8(&buf[..end])) {
+            (0, Ok(text)) if !text.is_empty() => write!(f, "{text} (os error {})", self.0),
+            _ => write!(f, "os error {}", self.0),
+        }
+    }
+}
+
+impl core::error::Error for Errno {}
+
+#[cfg(feature = "std")]
+impl From<Errno> for std::io::Error {
+    fn from(e: Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(e.0)
+    }
+}
+
+/// A result whose error is an [`Errno`].
+pub type Result<T> = core::result::Result<T, Errno>;
+
+/// `-1` (or any negative value) from a call of the C library -> its `errno`.
+fn check(r: libc::c_int) -> Result<libc::c_int> {
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(r)
+    }
+}
+
+extern "C" {
+    /// The process's environment, as the C library keeps it.
+    static environ: *const *const libc::c_char;
+}
+
+/// Each `NAME=VALUE` entry of the environment, as a NUL-terminated string.
+fn entries() -> impl Iterator<Item = *const u8> {
+    // SAFETY: the C library's environment: a null-terminated array of NUL-terminated strings,
+    // which the runtime never changes; read as getenv reads it.
+    let mut at = unsafe { environ };
+    core::iter::from_fn(move || {
+        // SAFETY: as above; stops at the null entry.
+        unsafe {
+            if at.is_null() || (*at).is_null() {
+                return None;
+            }
+            let entry = (*at).cast::<u8>();
+            at = at.add(1);
+            Some(entry)
+        }
+    })
+}
+
+/// Whether the NUL-terminated string at `s` starts with `prefix` (read no further than the
+/// first byte that differs).
+fn starts_with(s: *const u8, prefix: &[u8]) -> bool {
+    // SAFETY: a NUL-terminated string: every byte up to the first that differs from the prefix
+    // (the NUL differs from any byte of a name) is part of it.
+    prefix
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| unsafe { *s.add(i) } == b)
+}
+
+/// Each `NAME=VALUE` entry of the environment, as bytes.
+fn environment() -> impl Iterator<Item = &'static [u8]> {
+    // SAFETY: NUL-terminated strings that live as long as the process.
+    entries().map(|e| unsafe { core::ffi::CStr::from_ptr(e.cast()) }.to_bytes())
+}
+
+/// Whether any environment variable's name starts with `prefix` (one pass over the
+/// environment, each entry read only as far as it matches: how start-up learns that nobody
+/// asked bootprof for anything).
+pub fn any_var_starting(prefix: &str) -> bool {
+    entries().any(|e| starts_with(e, prefix.as_bytes()))
+}
+
+/// The auxiliary vector's entry `kind` (`AT_SECURE`, `AT_EUID`, `AT_BASE`), or 0: read where
+/// the kernel left it, after the environment, as `getauxval` reads it (without a call into the
+/// C library, which a program's start-up would pay a symbol lookup for).
+pub fn auxv(kind: libc::c_ulong) -> libc::c_ulong {
+    // SAFETY: the environment array as the kernel laid it out, followed by the auxiliary
+    // vector's (type, value) pairs up to AT_NULL. A program that replaced `environ` (setenv
+    // growing it, clearenv) no longer points there: ask the C library then.
+    unsafe {
+        let mut at = environ;
+        if at.is_null() {
+            return libc::getauxval(kind);
+        }
+        while !(*at).is_null() {
+            at = at.add(1);
+        }
+        let mut pair = at.add(1).cast::<libc::c_ulong>();
+        let first = *pair;
+        // The vector's first entry is AT_SYSINFO_EHDR (33) or another small type; anything
+        // else means this is not the kernel's layout.
+        if first == 0 || first > 64 {
+            return libc::getauxval(kind);
+        }
+        while *pair != libc::AT_NULL {
+            if *pair == kind {
+                return *pair.add(1);
+            }
+            pair = pair.add(2);
+        }
+        0
+    }
+}
+
+/// The environment variable `name`, as bytes, if it is set (read as `getenv` reads it, without
+/// a call into the C library).
+pub fn var_os(name: &str) -> Option<&'static [u8]> {
+    environment().find_map(|e| {
+        e.strip_prefix(name.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"="))
+    })
+}
+
+/// The environment variable `name`, if it is set and valid UTF-8.
+pub fn var(name: &str) -> Option<&'static str> {
+    var_os(name).and_then(|v| core::str::from_utf8(v).ok())
+}
+
+/// Whether the environment variable `name` is set and not empty.
+pub fn is_set(name: &str) -> bool {
+    var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Whether the environment variable `name` is exactly `value`.
+pub fn var_is(name: &str, value: &str) -> bool {
+    var_os(name) == Some(value.as_bytes())
+}
+
+/// `path` with a NUL after it, for the C library.
+pub struct CPath(Vec<u8>);
+
+impl CPath {
+    /// A copy of `path` (bytes, no NUL inside) with a NUL after it.
+    pub fn new(path: &[u8]) -> CPath {
+        let mut v = Vec::with_capacity(path.len() + 1);
+        v.extend_from_slice(path);
+        v.push(0);
+        CPath(v)
+    }
+
+    /// The NUL-terminated path.
+    pub fn as_ptr(&self) -> *const libc::c_char {
+        self.0.as_ptr().cast()
+    }
+}
+
+/// `path` for a message (bytes that are not UTF-8 shown as U+FFFD).
+pub fn display(path: &[u8]) -> alloc::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(path)
+}
+
+/// `dir/name`.
+pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(dir.len() + 1 + name.len());
+    v.extend_from_slice(dir);
+    if !dir.ends_with(b"/") {
+        v.push(b'/');
+    }
+    v.extend_from_slice(name);
+    v
+}
+
+/// An open file descriptor, closed when dropped.
+pub struct Fd(pub libc::c_int);
+
+impl Fd {
+    /// Opens `path` with `flags` (`O_CLOEXEC` added) and, for a new file, `mode`.
+    pub fn open(path: &[u8], flags: libc::c_int, mode: libc::mode_t) -> Result<Fd> {
+        let p = CPath::new(path);
+        // SAFETY: a NUL-terminated path.
+        check(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC, mode) }).map(Fd)
+    }
+
+    /// Writes all of `data`, going on after short writes and interruptions.
+    pub fn write_all(&self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            // SAFETY: writes from a buffer we borrow.
+            let n = unsafe { libc::write(self.0, data.as_ptr().cast(), data.len()) };
+            if n < 0 {
+                let e = Errno::last();
+                if e.0 == libc::EINTR {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(Errno(libc::EIO));
+            }
+            data = &data[n as usize..];
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf`: the bytes read (0 at the end), going on after interruptions.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            // SAFETY: reads into a buffer we own.
+            let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = Errno::last();
+            if e.0 != libc::EINTR {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: closes the descriptor this owns.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// The whole file at `path`.
+pub fn read(path: &[u8]) -> Result<Vec<u8>> {
+    let f = Fd::open(path, libc::O_RDONLY, 0)?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The whole file at `path` as text (bytes that are not UTF-8 shown as U+FFFD).
+pub fn read_to_string(path: &[u8]) -> Result<String> {
+    read(path).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// What the symbolic link at `path` points to.
+pub fn read_link(path: &[u8]) -> Result<Vec<u8>> {
+    let p = CPath::new(path);
+    let mut buf = alloc::vec![0u8; 4096];
+    // SAFETY: a NUL-terminated path and a buffer we own, of the length given.
+    let n = unsafe { libc::readlink(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(Errno::last());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// Removes the file at `path`.
+pub fn remove_file(path: &[u8]) -> Result<()> {
+    let p = CPath::new(path);
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { libc::unlink(p.as_ptr()) }).map(drop)
+}
+
+/// Renames `from` to `to` (replacing `to`).
+pub fn rename(from: &[u8], to: &[u8]) -> Result<()> {
+    let (f, t) = (CPath::new(from), CPath::new(to));
+    // SAFETY: NUL-terminated paths.
+    check(unsafe { libc::rename(f.as_ptr(), t.as_ptr()) }).map(drop)
+}
+
+/// Sets the permission bits of `path`.
+pub fn chmod(path: &[u8], mode: libc::mode_t) -> Result<()> {
+    let p = CPath::new(path);
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { libc::chmod(p.as_ptr(), mode) }).map(drop)
+}
+
+/// What `lstat` says of `path` (a symbolic link itself, not what it points to).
+pub fn lstat(path: &[u8]) -> Result<libc::stat> {
+    let p = CPath::new(path);
+    // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        check(libc::lstat(p.as_ptr(), &mut st)).map(|_| st)
+    }
+}
+
+/// The names in the directory at `path`, but `.` and `..`.
+pub fn read_dir(path: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let p = CPath::new(path);
+    // SAFETY: a NUL-terminated path; each entry read is used before the next readdir, and the
+    // stream is closed once.
+    unsafe {
+        let dir = libc::opendir(p.as_ptr());
+        if dir.is_null() {
+            return Err(Errno::last());
+        }
+        let mut names = Vec::new();
+        loop {
+            let entry = libc::readdir(dir);
+            if entry.is_null() {
+                break;
+            }
+            let name = core::ffi::CStr::from_ptr((*entry).d_name.as_ptr()).to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+        }
+        libc::closedir(dir);
+        Ok(names)
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds, for measuring how long something took.
+#[derive(Clone, Copy)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// Now.
+    pub fn now() -> Instant {
+        Instant(crate::clock::monotonic_ns())
+    }
+
+    /// Nanoseconds since this instant.
+    pub fn elapsed_ns(self) -> u64 {
+        crate::clock::monotonic_ns().saturating_sub(self.0)
+    }
+}
+
+/// Sleeps for `ns` nanoseconds (the whole time, through interruptions).
+pub fn sleep_ns(ns: u64) {
+    let mut left = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: two timespecs we own.
+    while unsafe { libc::nanosleep(&left, &mut left) } != 0 && Errno::last().0 == libc::EINTR {}
+}
+
+/// A mutual-exclusion lock, usable in a `static`: a flag taken with one atomic exchange (no call
+/// into the C library, so a program that never contends pays nothing at start-up to bind one),
+/// and a waiter yields the processor until it is free. The runtime's locks are held briefly,
+/// or by a batch of code writes that other threads would wait for anyway.
+pub struct Mutex<T> {
+    locked: core::sync::atomic::AtomicBool,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the data is reached only through a guard, which holds the lock.
+unsafe impl<T: Send> Sync for Mutex<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Mutex<T> {}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `data`.
+    pub const fn new(data: T) -> Mutex<T> {
+        Mutex {
+            locked: core::sync::atomic::AtomicBool::new(false),
+            data: UnsafeCell::new(data),
+        }
+    }
+
+    /// Waits for the lock; the guard gives it back when dropped.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins < 64 {
+                core::hint::spin_loop();
+            } else {
+                // SAFETY: no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+        MutexGuard { mutex: self }
+    }
+}
+
+/// The lock of a [`Mutex`], held until dropped.
+pub struct MutexGuard<'a, T> {
+    mutex: &'a Mutex<T>,
+}
+
+impl<T> core::ops::Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.mutex.data.get() }
+    }
+}
+
+impl<T> core::ops::DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &mut *self.mutex.data.get() }
+    }
+}
+
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        self.mutex.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Runs something once per process, whichever thread asks first; the others wait for it.
+pub struct Once {
+    state: AtomicU8,
+    lock: Mutex<()>,
+}
+
+impl Once {
+    /// Not run yet.
+    pub const fn new() -> Once {
+        Once {
+            state: AtomicU8::new(0),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// Runs `f` if no call has run it yet; returns when it has run.
+    pub fn call_once(&self, f: impl FnOnce()) {
+        if self.state.load(Ordering::Acquire) == 1 {
+            return;
+        }
+        let _held = self.lock.lock();
+        if self.state.load(Ordering::Relaxed) == 0 {
+            f();
+            self.state.store(1, Ordering::Release);
+        }
+    }
+
+    /// Whether it has run.
+    pub fn is_completed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 1
+    }
+}
+
+/// A value set once, then read without a lock.
+pub struct OnceLock<T> {
+    once: Once,
+    value: UnsafeCell<Option<T>>,
+}
+
+// SAFETY: the value is written once, under the Once, before `state` is released; read only after.
+unsafe impl<T: Send + Sync> Sync for OnceLock<T> {}
+
+impl<T> OnceLock<T> {
+    /// Empty.
+    pub const fn new() -> OnceLock<T> {
+        OnceLock {
+            once: Once::new(),
+            value: UnsafeCell::new(None),
+        }
+    }
+
+    /// The value, made by `f` if it is not there yet.
+    pub fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
+        // SAFETY: written only inside call_once, which no other thread is in at the same time.
+        self.once
+            .call_once(|| unsafe { *self.value.get() = Some(f()) });
+        self.get().expect("set by call_once")
+    }
+
+    /// The value, if it is there.
+    pub fn get(&self) -> Option<&T> {
+        if !self.once.is_completed() {
+            return None;
+        }
+        // SAFETY: complete: never written again.
+        unsafe { (*self.value.get()).as_ref() }
+    }
+
+    /// Sets the value if it is not there yet; else hands `value` back.
+    pub fn set(&self, value: T) -> core::result::Result<(), T> {
+        let mut value = Some(value);
+        // SAFETY: as in get_or_init.
+        self.once
+            .call_once(|| unsafe { *self.value.get() = value.take() });
+        match value {
+            None => Ok(()),
+            Some(v) => Err(v),
+        }
+    }
+}
+
+/// A thread started by [`spawn`].
+pub struct Thread(libc::pthread_t);
+
+impl Thread {
+    /// Waits for the thread to end.
+    pub fn join(self) {
+        // SAFETY: a thread we started and join once.
+        unsafe { libc::pthread_join(self.0, core::ptr::null_mut()) };
+    }
+}
+
+/// Starts `f` on a new thread named `name` (at most 15 bytes, as the kernel keeps it).
+pub fn spawn(name: &'static core::ffi::CStr, f: impl FnOnce() + Send + 'static) -> Result<Thread> {
+    type Start = Box<dyn FnOnce() + Send>;
+    extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
+        // SAFETY: the pointer spawn leaked, given to this thread only.
+        let f: Box<Start> = unsafe { Box::from_raw(arg.cast()) };
+        f();
+        core::ptr::null_mut()
+    }
+    let arg: Box<Start> = Box::new(Box::new(f));
+    let arg = Box::into_raw(arg);
+    let mut thread: libc::pthread_t = 0;
+    // SAFETY: `start` takes ownership of `arg` if the thread starts; else it is taken back here.
+    let r = unsafe { libc::pthread_create(&mut thread, core::ptr::null(), start, arg.cast()) };
+    if r != 0 {
+        // SAFETY: the thread did not start: the box is still ours.
+        drop(unsafe { Box::from_raw(arg) });
+        return Err(Errno(r));
+    }
+    // SAFETY: a thread we just started.
+    unsafe { libc::pthread_setname_np(thread, name.as_ptr()) };
+    Ok(Thread(thread))
+}
+
+/// Thread-local cells whose first value is a constant: with the standard library (Rust
+/// programs, feature `std`) its `thread_local!`; without (what C programs link) `#[thread_local]`
+/// statics, the same initial-exec or local-exec TLS the standard library's compiles to. Each is
+/// used as `NAME.with(|cell| ...)`.
+macro_rules! thread_local_cells {
+    ($($(#[$meta:meta])* static $name:ident: $t:ty = $init:expr;)*) => {
+        #[cfg(feature = "std")]
+        std::thread_local! {
+            $($(#[$meta])* static $name: $t = const { $init };)*
+        }
+        $(
+            #[cfg(not(feature = "std"))]
+            $(#[$meta])*
+            #[thread_local]
+            static $name: crate::sys::Local<$t> = crate::sys::Local($init);
+        )*
+    };
+}
+
+pub(crate) use thread_local_cells;
+
+/// A `#[thread_local]` static's value, reached as the standard library's `LocalKey` is.
+#[cfg(not(feature = "std"))]
+pub struct Local<T>(pub T);
+
+#[cfg(not(feature = "std"))]
+impl<T> Local<T> {
+    /// `f` of the calling thread's value.
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.0)
+    }
+}
