@@ -47,9 +47,6 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
             "--remove-section=.llvmbc",
             "--remove-section=.llvmcmd",
             "--strip-debug",
-            // Local symbols no relocation needs (the names of the runtime's and `core`'s
-            // functions): tens of kilobytes of every program's symbol table.
-            "--strip-unneeded",
         ])
         // Every other symbol the object defines becomes local: the `core` and `alloc` inside
         // it never meet a Rust program's own, nor its `_Unwind_Resume` a C++ program's.
