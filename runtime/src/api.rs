@@ -221,7 +221,6 @@ fn read_environment() -> Option<Environment> {
             Err(e) => note(&format!("BOOTPROF_NOTRACE: {e}")),
         }
     }
-    // SAFETY: getauxval has no preconditions.
     if crate::sys::auxv(libc::AT_SECURE) != 0 {
         note("BOOTPROF_ENABLE and BOOTPROF_STACKTRACE ignored in secure-execution mode");
         return None;

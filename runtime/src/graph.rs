@@ -274,44 +274,33 @@ unsafe fn jmp_buf_sp(env: *const u64) -> u64 {
     unsafe { env.add(6).read() }.rotate_right(17) ^ guard
 }
 
-/// The functions `-Wl,--wrap` makes the program's calls reach instead of `__wrap_NAME`, in
-/// [`REAL`]'s order; 0 when the link did not wrap them.
-const WRAPPED: [&str; 6] = [
-    "longjmp",
-    "_longjmp",
-    "siglongjmp",
-    "__longjmp_chk",
-    "backtrace",
-    "_Unwind_Backtrace",
-];
-
 extern "C" {
-    /// `__real_NAME` of each of [`WRAPPED`] (weak: 0 without the wrapping).
-    #[link_name = "bootprof_graph_real"]
-    static REAL: [usize; 6];
+    /// The real `longjmp`, `_longjmp`, `siglongjmp` and `__longjmp_chk` (`__real_NAME` under
+    /// `-Wl,--wrap`, which is the only way the wrappers below are reached): thunks that jump
+    /// through the program's PLT, so that the dynamic loader binds each when it is first used,
+    /// not at start-up.
+    fn bootprof_real_longjmp(env: *mut u64, val: c_int) -> !;
+    fn bootprof_real__longjmp(env: *mut u64, val: c_int) -> !;
+    fn bootprof_real_siglongjmp(env: *mut u64, val: c_int) -> !;
+    fn bootprof_real___longjmp_chk(env: *mut u64, val: c_int) -> !;
+    /// The real `backtrace`, the same way.
+    fn bootprof_real_backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
+    /// `__real__Unwind_Backtrace` (weak: 0 when nothing pulled an unwinder into the link).
+    #[link_name = "bootprof_graph_real_unwind_backtrace"]
+    static REAL_UNWIND_BACKTRACE: usize;
 }
 
 type Jump = unsafe extern "C" fn(*mut u64, c_int) -> !;
 
-/// Drops the shadow stack down to `env`'s frame, then jumps with the real function `which`.
+/// Drops the shadow stack down to `env`'s frame, then jumps with the real function `real`.
 ///
 /// # Safety
 /// As the C library's function.
-unsafe fn jump(which: usize, env: *mut u64, val: c_int) -> ! {
+unsafe fn jump(real: Jump, env: *mut u64, val: c_int) -> ! {
     // SAFETY: per the contract.
     unwind_to(unsafe { jmp_buf_sp(env) });
-    // SAFETY: the data is the linker's.
-    let f = unsafe { REAL[which] };
-    if f == 0 {
-        note(&format!(
-            "{} is wrapped but the real one is missing",
-            WRAPPED[which]
-        ));
-        // SAFETY: no preconditions.
-        unsafe { libc::abort() };
-    }
     // SAFETY: the real function of that name.
-    unsafe { core::mem::transmute::<usize, Jump>(f)(env, val) }
+    unsafe { real(env, val) }
 }
 
 /// `longjmp`, as the program calls it.
@@ -321,7 +310,7 @@ unsafe fn jump(which: usize, env: *mut u64, val: c_int) -> ! {
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_longjmp(env: *mut u64, val: c_int) -> ! {
     // SAFETY: per the contract.
-    unsafe { jump(0, env, val) }
+    unsafe { jump(bootprof_real_longjmp, env, val) }
 }
 
 /// `_longjmp`, as the program calls it.
@@ -331,7 +320,7 @@ pub unsafe extern "C" fn __wrap_longjmp(env: *mut u64, val: c_int) -> ! {
 #[no_mangle]
 pub unsafe extern "C" fn __wrap__longjmp(env: *mut u64, val: c_int) -> ! {
     // SAFETY: per the contract.
-    unsafe { jump(1, env, val) }
+    unsafe { jump(bootprof_real__longjmp, env, val) }
 }
 
 /// `siglongjmp`, as the program calls it.
@@ -341,7 +330,7 @@ pub unsafe extern "C" fn __wrap__longjmp(env: *mut u64, val: c_int) -> ! {
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_siglongjmp(env: *mut u64, val: c_int) -> ! {
     // SAFETY: per the contract.
-    unsafe { jump(2, env, val) }
+    unsafe { jump(bootprof_real_siglongjmp, env, val) }
 }
 
 /// `__longjmp_chk` (`longjmp` with `_FORTIFY_SOURCE`), as the program calls it.
@@ -351,7 +340,7 @@ pub unsafe extern "C" fn __wrap_siglongjmp(env: *mut u64, val: c_int) -> ! {
 #[no_mangle]
 pub unsafe extern "C" fn __wrap___longjmp_chk(env: *mut u64, val: c_int) -> ! {
     // SAFETY: per the contract.
-    unsafe { jump(3, env, val) }
+    unsafe { jump(bootprof_real___longjmp_chk, env, val) }
 }
 
 /// Bit set in an entry's slot while its real return address is back in place.
@@ -365,13 +354,10 @@ const RESTORED: u64 = 1;
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int {
     type Backtrace = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
-    // SAFETY: the data is the linker's.
-    let f = unsafe { REAL[4] };
-    if f == 0 || size <= 0 {
+    if size <= 0 {
         return 0;
     }
-    // SAFETY: the real backtrace.
-    let real = unsafe { core::mem::transmute::<usize, Backtrace>(f) };
+    let real: Backtrace = bootprof_real_backtrace;
     let mut frames = [core::ptr::null_mut::<c_void>(); 257];
     let want = (size as usize).min(256) + 1;
     let guarded = thread::enter();
@@ -403,7 +389,7 @@ pub unsafe extern "C" fn __wrap__Unwind_Backtrace(trace: *mut c_void, arg: *mut 
     /// `_URC_END_OF_STACK`.
     const END_OF_STACK: c_int = 5;
     // SAFETY: the data is the linker's.
-    let f = unsafe { REAL[5] };
+    let f = unsafe { REAL_UNWIND_BACKTRACE };
     if f == 0 {
         return END_OF_STACK;
     }
@@ -546,23 +532,37 @@ core::arch::global_asm!(
     "bootprof_graph_personality_ref:",
     "    .quad bootprof_graph_personality",
     ".popsection",
-    // The real functions the wrappers call (weak: absent without `-Wl,--wrap`).
-    ".pushsection .data.rel.ro.bootprof_graph_real,\"aw\",@progbits",
-    ".p2align 3",
-    ".globl bootprof_graph_real",
-    ".hidden bootprof_graph_real",
-    "bootprof_graph_real:",
-    "    .quad __real_longjmp",
-    "    .quad __real__longjmp",
-    "    .quad __real_siglongjmp",
-    "    .quad __real___longjmp_chk",
-    "    .quad __real_backtrace",
-    "    .quad __real__Unwind_Backtrace",
+    // The real functions the wrappers call (weak: absent without `-Wl,--wrap`, when no wrapper
+    // is reached either), through the PLT: bound at first use.
+    ".pushsection .text.bootprof_graph_real,\"ax\",@progbits",
+    ".globl bootprof_real_longjmp",
+    ".hidden bootprof_real_longjmp",
+    "bootprof_real_longjmp: jmp __real_longjmp@PLT",
+    ".globl bootprof_real__longjmp",
+    ".hidden bootprof_real__longjmp",
+    "bootprof_real__longjmp: jmp __real__longjmp@PLT",
+    ".globl bootprof_real_siglongjmp",
+    ".hidden bootprof_real_siglongjmp",
+    "bootprof_real_siglongjmp: jmp __real_siglongjmp@PLT",
+    ".globl bootprof_real___longjmp_chk",
+    ".hidden bootprof_real___longjmp_chk",
+    "bootprof_real___longjmp_chk: jmp __real___longjmp_chk@PLT",
+    ".globl bootprof_real_backtrace",
+    ".hidden bootprof_real_backtrace",
+    "bootprof_real_backtrace: jmp __real_backtrace@PLT",
     ".weak __real_longjmp",
     ".weak __real__longjmp",
     ".weak __real_siglongjmp",
     ".weak __real___longjmp_chk",
     ".weak __real_backtrace",
+    ".popsection",
+    // The unwinder's functions, by address (weak: a program without an unwinder has none).
+    ".pushsection .data.rel.ro.bootprof_graph_real,\"aw\",@progbits",
+    ".p2align 3",
+    ".globl bootprof_graph_real_unwind_backtrace",
+    ".hidden bootprof_graph_real_unwind_backtrace",
+    "bootprof_graph_real_unwind_backtrace:",
+    "    .quad __real__Unwind_Backtrace",
     ".weak __real__Unwind_Backtrace",
     ".globl bootprof_unwind_get_cfa",
     ".hidden bootprof_unwind_get_cfa",

@@ -106,36 +106,13 @@ pub fn any_var_starting(prefix: &str) -> bool {
     entries().any(|e| starts_with(e, prefix.as_bytes()))
 }
 
-/// The auxiliary vector's entry `kind` (`AT_SECURE`, `AT_EUID`, `AT_BASE`), or 0: read where
-/// the kernel left it, after the environment, as `getauxval` reads it (without a call into the
-/// C library, which a program's start-up would pay a symbol lookup for).
+/// The auxiliary vector's entry `kind` (`AT_SECURE`, `AT_EUID`, `AT_BASE`), or 0.
 pub fn auxv(kind: libc::c_ulong) -> libc::c_ulong {
-    // SAFETY: the environment array as the kernel laid it out, followed by the auxiliary
-    // vector's (type, value) pairs up to AT_NULL. A program that replaced `environ` (setenv
-    // growing it, clearenv) no longer points there: ask the C library then.
-    unsafe {
-        let mut at = environ;
-        if at.is_null() {
-            return libc::getauxval(kind);
-        }
-        while !(*at).is_null() {
-            at = at.add(1);
-        }
-        let mut pair = at.add(1).cast::<libc::c_ulong>();
-        let first = *pair;
-        // The vector's first entry is AT_SYSINFO_EHDR (33) or another small type; anything
-        // else means this is not the kernel's layout.
-        if first == 0 || first > 64 {
-            return libc::getauxval(kind);
-        }
-        while *pair != libc::AT_NULL {
-            if *pair == kind {
-                return *pair.add(1);
-            }
-            pair = pair.add(2);
-        }
-        0
-    }
+    // Not read from after the initial environment, where the kernel put it: a constructor that
+    // ran `setenv` first has moved `environ` elsewhere, and what follows it then is not the
+    // vector. One call into the C library.
+    // SAFETY: no preconditions.
+    unsafe { libc::getauxval(kind) }
 }
 
 /// The environment variable `name`, as bytes, if it is set (read as `getenv` reads it, without
