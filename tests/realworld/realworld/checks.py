@@ -61,8 +61,14 @@ JSONCPP_TRAP_LEAVE_OUT = [
 
 
 def mode_env(mode, stats):
+    """The environment of a run in `mode`; "graph" is call mode with function exits by return
+    hooking, recorded into a small flight recorder of each thread's last records (dumped at exit
+    into the working directory, for a program run without `bootprof run`)."""
     env = {"BOOTPROF_STATS": str(stats)}
-    if mode != "disabled":
+    if mode == "graph":
+        env.update(BOOTPROF_ENABLE="*", BOOTPROF_MODE="call", BOOTPROF_GRAPH="1",
+                   BOOTPROF_RECORD="1", BOOTPROF_KEEP="last", BOOTPROF_BUFFER="4096")
+    elif mode != "disabled":
         env.update(BOOTPROF_ENABLE="*", BOOTPROF_MODE=mode)
     return env
 
@@ -357,12 +363,16 @@ def shell_compare(session, dirs):
 
 def testfixture(session, dirs):
     """sqlite3's testfixture on SQLITE_TESTS (trap mode: SQLITE_TRAP_TESTS), every build that
-    has one, every mode; a problem for each file with more errors than in the plain build."""
+    has one, every mode (and, for the -pg -mfentry build, under graph tracing: every function's
+    return hooked, in call mode, each thread's last records kept); a problem for each file with
+    more errors than in the plain build, and for a mode that enabled sites and saw no hit."""
     res = {}
     for v, d in dirs.items():
         if not (d / "testfixture").exists():
             continue
         modes = MODES if VARIANTS[v]["bootprof"] else ["disabled"]
+        if v in GRAPH_VARIANTS.get("sqlite3", []):
+            modes = modes + ["graph"]
         res[v] = {}
         for mode in modes:
             names = SQLITE_TRAP_TESTS if mode == "trap" else SQLITE_TESTS
@@ -374,6 +384,9 @@ def testfixture(session, dirs):
             res[v][mode] = dict(files=per_file, errors=errors, tests=tests,
                                 seconds=round(sum(r["seconds"] for r in per_file.values()), 1),
                                 **stats_summary(srows))
+            if mode != "disabled" and not res[v][mode]["hits"]:
+                session.problem(f"sqlite3 testfixture {v} {mode}: no hits with every site "
+                                f"enabled")
             log(f"sqlite3 testfixture {v} {mode}: {errors} errors in {tests} tests "
                 f"({len(names)} files, {res[v][mode]['seconds']} s, "
                 f"{res[v][mode]['hits']} hits)")

@@ -4,6 +4,7 @@ shell whose error handling is siglongjmp) from Debian's source packages, built p
 from bootprof.h, jsoncpp also linked by lld), then judged by their own tests with every probe
 disabled and with every site enabled in trap mode and in call mode; the -pg -mfentry builds of
 sqlite3 and mksh also under `bootprof run --graph --mode call` (function exits by return hooking;
+sqlite3's testfixture too, outside --ci;
 mksh's sessions checked for ENTERs and EXITs that pair up on every thread); and the -pg -mfentry
 sqlite3 shell attached to by `bootprof attach` while it reads its script from a pipe.
 
