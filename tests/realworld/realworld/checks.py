@@ -16,7 +16,7 @@ import workloads
 
 from .builds import cc_env, make_cflags
 from .common import GRAPH_VARIANTS, MODES, VARIANTS, WORK, Failure, log, run
-from .graph import graph_cmd, test_mksh
+from .graph import balance, graph_cmd, test_mksh
 from .sources import source_dir
 
 UNPRIVILEGED = "bootprof-test"
@@ -62,12 +62,13 @@ JSONCPP_TRAP_LEAVE_OUT = [
 
 def mode_env(mode, stats):
     """The environment of a run in `mode`; "graph" is call mode with function exits by return
-    hooking, recorded into a small flight recorder of each thread's last records (dumped at exit
-    into the working directory, for a program run without `bootprof run`)."""
+    hooking, each thread's last records kept (the caller names the session they go into, with
+    BOOTPROF_SESSION: a program run without `bootprof run` that records with no session writes
+    a trace file at exit and says so on stderr, which a test comparing stderr would see)."""
     env = {"BOOTPROF_STATS": str(stats)}
     if mode == "graph":
         env.update(BOOTPROF_ENABLE="*", BOOTPROF_MODE="call", BOOTPROF_GRAPH="1",
-                   BOOTPROF_RECORD="1", BOOTPROF_KEEP="last", BOOTPROF_BUFFER="4096")
+                   BOOTPROF_KEEP="last", BOOTPROF_BUFFER="4096")
     elif mode != "disabled":
         env.update(BOOTPROF_ENABLE="*", BOOTPROF_MODE=mode)
     return env
@@ -202,6 +203,12 @@ def test_testfixture(d, mode, logf, scratch, names):
             subprocess.run(["chmod", "-R", "a+rX", p], check=True)
     prefix = unprivileged_prefix(tf_dir)
     stats = tf_dir / "stats"
+    session = tf_dir / "graph.session"
+    if mode == "graph":
+        # Every process of every test file records into one session (a lane each).
+        session.mkdir(mode=0o700)
+        if prefix:
+            shutil.chown(session, UNPRIVILEGED)
     results = {}
     for name in names:
         work = tf_dir / name
@@ -209,6 +216,8 @@ def test_testfixture(d, mode, logf, scratch, names):
         if prefix:
             shutil.chown(work, UNPRIVILEGED)
         env = mode_env(mode, stats)
+        if mode == "graph":
+            env["BOOTPROF_SESSION"] = str(session)
         t0 = time.perf_counter()
         found = [testdir / f"{name}.test"] + sorted((scratch / "ext").glob(f"*/{name}.test"))
         test_file = next((f for f in found if f.exists()), None)
@@ -384,6 +393,16 @@ def testfixture(session, dirs):
             res[v][mode] = dict(files=per_file, errors=errors, tests=tests,
                                 seconds=round(sum(r["seconds"] for r in per_file.values()), 1),
                                 **stats_summary(srows))
+            if mode == "graph":
+                # Every thread's ENTERs and EXITs pair up (what each kept: its last records).
+                g = balance(session.scratch / f"tf-{d.name}-{mode}" / "graph.session", logf)
+                res[v][mode]["graph"] = g
+                log(f"sqlite3 testfixture {v} graph: {g['records']:,} records kept, "
+                    f"{g['paired']:,} ENTER/EXIT pairs, "
+                    f"{'balanced' if g['balanced'] else 'NOT BALANCED: ' + str(g['mismatches'])}")
+                if not g["balanced"]:
+                    session.problem(f"sqlite3 testfixture {v} graph: ENTER/EXIT do not pair up: "
+                                    f"{g['mismatches']}")
             if mode != "disabled" and not res[v][mode]["hits"]:
                 session.problem(f"sqlite3 testfixture {v} {mode}: no hits with every site "
                                 f"enabled")
