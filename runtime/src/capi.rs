@@ -58,6 +58,11 @@ fn count(r: Result<usize, crate::registry::Error>) -> c_int {
 /// its three-pointer dispatch table.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, ptrs: *mut usize) {
+    #[cfg(feature = "shared-object")]
+    if let Some(serving) = crate::serving::elsewhere() {
+        // SAFETY: the serving runtime's entry point, with what this one was given.
+        return unsafe { (serving.register)(start, stop, ptrs) };
+    }
     if !ptrs.is_null() {
         for (i, t) in crate::dispatch::trampolines().into_iter().enumerate() {
             // SAFETY: the stub object's pointer table has three writable slots.
@@ -87,6 +92,11 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
 /// `start` must be the table start an earlier `bootprof_register` received.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
+    #[cfg(feature = "shared-object")]
+    if let Some(serving) = crate::serving::elsewhere() {
+        // SAFETY: the serving runtime's entry point, which the table was registered with.
+        return unsafe { (serving.unregister)(start) };
+    }
     if !start.is_null() {
         crate::registry::unregister_table(start as u64);
     }

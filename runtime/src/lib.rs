@@ -16,7 +16,8 @@
 //! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
 //! `latency` (intervals and kept windows) -> [`recorder`] -> `filter` (calls kept by depth
 //! and duration) -> [`graph`] (function exits by return hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
-//! here) -> `attach` (`bootprof attach`'s conversation with the program) -> [`capi`]. Nothing below imports this root.
+//! here) -> `attach` (`bootprof attach`'s conversation with the program) -> `serving` (which of
+//! several copies in one process serves: shared objects carry the runtime too) -> [`capi`]. Nothing below imports this root.
 //!
 //! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled),
 //! `BOOTPROF_STACKTRACE="pattern,..."` (enabled, and each hit's record followed by its call
@@ -62,6 +63,8 @@ mod note;
 pub use bootprof_format::pattern;
 pub mod recorder;
 pub mod registry;
+#[cfg_attr(not(feature = "shared-object"), allow(dead_code))]
+mod serving;
 mod sigchain;
 mod site;
 mod sys;
