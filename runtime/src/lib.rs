@@ -10,14 +10,14 @@
 //!
 //! The modules form layers, each using only the ones below it: `sys` (the C library: the
 //! runtime is `no_std`), [`text`], `clock`,
-//! `note` (stderr), `sigchain` (signals that are not ours, on to the program's disposition),
+//! `note` (stderr), `serving` (which of several copies of the runtime in one process serves:
+//! shared objects carry one too), `sigchain` (signals that are not ours, on to the program's disposition),
 //! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
 //! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
 //! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
 //! `latency` (intervals and kept windows) -> [`recorder`] -> `filter` (calls kept by depth
 //! and duration) -> [`graph`] (function exits by return hooking) -> [`dispatch`] -> [`trap`] -> [`registry`] -> `api` (the Rust API, re-exported
-//! here) -> `attach` (`bootprof attach`'s conversation with the program) -> `serving` (which of
-//! several copies in one process serves: shared objects carry the runtime too) -> [`capi`]. Nothing below imports this root.
+//! here) -> `attach` (`bootprof attach`'s conversation with the program) -> [`capi`]. Nothing below imports this root.
 //!
 //! `BOOTPROF_ENABLE="pattern,pattern"`, `BOOTPROF_NOTRACE="pattern,..."` (never enabled),
 //! `BOOTPROF_STACKTRACE="pattern,..."` (enabled, and each hit's record followed by its call
