@@ -1,13 +1,19 @@
 //! The runtime library as `bootprof-link` links it: takes the link line and the runtime the
-//! `bootprof-link` executable carries ([`Embedded`]: a small relocatable object prelinked from the
-//! `bootprof-runtime` staticlib when `bootprof-link` was built, and the C header); hands on the
-//! arguments that link it, after unpacking it into the per-user cache ([`crate::cache`]) once.
-//! `BOOTPROF_RUNTIME` names another runtime instead: an object, linked as it is, or an archive
-//! (`libbootprof_runtime.a`), prelinked ([`crate::prelink`]) once into an object beside it (the
-//! archive itself is linked when that fails).
+//! `bootprof-link` executable carries ([`Embedded`]: two small relocatable objects prelinked from
+//! the `bootprof-runtime` staticlib when `bootprof-link` was built, one for executables and one
+//! for shared objects ([`Output`]), and the C header); hands on the arguments that link the
+//! runtime, after unpacking it into the per-user cache ([`crate::cache`]) once.
+//! `BOOTPROF_RUNTIME` names another runtime instead, for both: an object, linked as it is, or an
+//! archive (`libbootprof_runtime.a`), prelinked ([`crate::prelink`]) once into an object beside
+//! it (the archive itself is linked when that fails).
 //!
-//! The same files answer `--print-runtime`, `--print-include-dir` and `--print-pkg-config-dir`
-//! ([`Query`]): where a build finds the header and the runtime without bootprof's sources.
+//! Executables and shared objects alike carry the runtime; of several copies in one process, the
+//! one the global lookup scope resolves the entry points to serves (runtime/src/serving.rs), so
+//! an executable exports all of its entry points.
+//!
+//! The same files answer `--print-runtime`, `--print-shared-runtime`, `--print-include-dir` and
+//! `--print-pkg-config-dir` ([`Query`]): where a build finds the header and the runtime without
+//! bootprof's sources.
 
 use crate::args::LinkLine;
 use crate::error::{Error, Result};
@@ -17,8 +23,11 @@ use std::path::{Path, PathBuf};
 
 /// The runtime a `bootprof-link` executable carries, built into it (see `runtime/cli/build.rs`).
 pub struct Embedded {
-    /// The prelinked runtime object.
+    /// The prelinked runtime object executables carry (initial-exec thread-locals).
     pub object: &'static [u8],
+    /// The prelinked runtime object shared objects carry (general-dynamic thread-locals, which a
+    /// library loaded by `dlopen` needs; and the rule for which copy serves).
+    pub shared_object: &'static [u8],
     /// `runtime/include/bootprof.h`.
     pub header: &'static [u8],
     /// The package version, for the pkg-config file.
@@ -28,8 +37,24 @@ pub struct Embedded {
     pub id: &'static str,
 }
 
-/// The runtime object's file name in its cache directory.
-const OBJECT: &str = "bootprof_runtime.o";
+/// What a link makes, which decides the runtime object it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// An executable (position-independent or not, static or not).
+    Executable,
+    /// A shared object (`-shared`).
+    SharedObject,
+}
+
+impl Output {
+    /// The runtime object's file name in its cache directory.
+    fn object(self) -> &'static str {
+        match self {
+            Output::Executable => "bootprof_runtime.o",
+            Output::SharedObject => "bootprof_runtime_shared.o",
+        }
+    }
+}
 /// The header's directory in the cache directory (what `-I` names).
 const INCLUDE: &str = "include";
 /// The pkg-config file's directory in the cache directory (what `PKG_CONFIG_PATH` names).
@@ -41,7 +66,8 @@ impl Embedded {
     pub fn unpacked(&self) -> Result<PathBuf> {
         cache::unpack(self.id, |dir| {
             vec![
-                (OBJECT, self.object.to_vec()),
+                (Output::Executable.object(), self.object.to_vec()),
+                (Output::SharedObject.object(), self.shared_object.to_vec()),
                 ("include/bootprof.h", self.header.to_vec()),
                 ("pkgconfig/bootprof.pc", self.pkg_config(dir).into_bytes()),
             ]
@@ -65,9 +91,9 @@ impl Embedded {
         )
     }
 
-    /// The runtime a link would use: `BOOTPROF_RUNTIME` when set (and not empty), else this one,
-    /// unpacked.
-    pub fn object_to_link(&self) -> Result<PathBuf> {
+    /// The runtime a link of `output` would use: `BOOTPROF_RUNTIME` when set (and not empty),
+    /// for either, else the one carried for `output`, unpacked.
+    pub fn object_to_link(&self, output: Output) -> Result<PathBuf> {
         match std::env::var_os("BOOTPROF_RUNTIME").filter(|p| !p.is_empty()) {
             Some(path) => {
                 let path = PathBuf::from(path);
@@ -84,7 +110,7 @@ impl Embedded {
                     )))
                 }
             }
-            None => Ok(self.unpacked()?.join(OBJECT)),
+            None => Ok(self.unpacked()?.join(output.object())),
         }
     }
 }
@@ -116,8 +142,11 @@ fn prelinked(archive: &Path) -> Option<PathBuf> {
 /// without its sources (`cc -I"$(bootprof-link --print-include-dir)"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Query {
-    /// `--print-runtime`: the runtime object (or archive) a link would use.
+    /// `--print-runtime`: the runtime object (or archive) a link of an executable would use.
     Runtime,
+    /// `--print-shared-runtime`: the runtime object (or archive) a link of a shared object
+    /// would use.
+    SharedRuntime,
     /// `--print-include-dir`: the directory holding `bootprof.h`.
     IncludeDir,
     /// `--print-pkg-config-dir`: the directory holding `bootprof.pc`, for `PKG_CONFIG_PATH`.
@@ -129,6 +158,7 @@ impl Query {
     pub fn parse(arg: &str) -> Option<Query> {
         match arg {
             "--print-runtime" => Some(Query::Runtime),
+            "--print-shared-runtime" => Some(Query::SharedRuntime),
             "--print-include-dir" => Some(Query::IncludeDir),
             "--print-pkg-config-dir" => Some(Query::PkgConfigDir),
             _ => None,
@@ -138,7 +168,8 @@ impl Query {
     /// The answer for `runtime`, its files unpacked first.
     pub fn answer(self, runtime: &Embedded) -> Result<PathBuf> {
         match self {
-            Query::Runtime => runtime.object_to_link(),
+            Query::Runtime => runtime.object_to_link(Output::Executable),
+            Query::SharedRuntime => runtime.object_to_link(Output::SharedObject),
             Query::IncludeDir => Ok(runtime.unpacked()?.join(INCLUDE)),
             Query::PkgConfigDir => Ok(runtime.unpacked()?.join(PKG_CONFIG)),
         }
@@ -161,34 +192,21 @@ pub const WRAPPED: [(&str, bool); 6] = [
 ];
 
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
-/// shared objects (their tables register with the executable's runtime), and for links without
-/// the C library. A Rust program that depends on the `bootprof-runtime` crate has the runtime
-/// already (its rlib, with the standard library); one that does not gets the runtime object as
-/// a C program does (its symbols local, so its `core` never meets the program's).
+/// partial links (`-r`), and for links without the C library. A shared object gets the runtime
+/// for shared objects, an executable the other. A Rust program that depends on the
+/// `bootprof-runtime` crate has the runtime already (its rlib, with the standard library); one
+/// that does not gets the runtime object as a C program does (its symbols local, so its `core`
+/// never meets the program's).
 pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> {
-    // `-u` pulls the runtime's entry points in (the stubs refer to them only weakly); shared
-    // objects loaded later find the executable's copies by their exports.
-    let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
-    let with_register = |middle: Vec<String>| {
-        let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
-        // `-u` too: a static link pulls the real ones out of libc.a only when something names
-        // them, and the program's own references now name the wrappers.
-        v.extend(WRAPPED.iter().map(|&(s, pull)| match pull {
-            true => format!("-Wl,--wrap={s},-u,{s}"),
-            false => format!("-Wl,--wrap={s}"),
-        }));
-        v.extend(middle);
-        v.extend(
-            entry_points
-                .iter()
-                .map(|s| format!("-Wl,--export-dynamic-symbol={s}")),
-        );
-        v
-    };
     let has = |flags: &[&str]| line.args.iter().any(|a| flags.contains(&a.as_str()));
-    if line.options.no_runtime || has(&["-shared", "-r"]) {
+    if line.options.no_runtime || has(&["-r"]) {
         return Ok(Vec::new());
     }
+    let output = if has(&["-shared"]) {
+        Output::SharedObject
+    } else {
+        Output::Executable
+    };
     // Before `-nodefaultlibs`, which rustc passes to every link (it names the libraries itself).
     if line.args.iter().any(|a| a.ends_with(".rlib")) {
         // A Rust program has the runtime when it depends on the crate (one std is enough).
@@ -199,20 +217,56 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
                 .is_some_and(is_runtime_rlib)
         });
         return Ok(if has_runtime {
-            with_register(Vec::new())
+            entry_point_args(output, Vec::new())
         } else {
-            with_register(vec![runtime.object_to_link()?.display().to_string()])
+            let object = runtime.object_to_link(output)?;
+            entry_point_args(output, vec![object.display().to_string()])
         });
     }
     if has(&["-nostdlib", "-nodefaultlibs"]) {
         return Ok(Vec::new());
     }
-    let object = runtime.object_to_link()?;
-    Ok(with_register(vec![
-        object.display().to_string(),
+    let mut libraries = vec![
+        runtime.object_to_link(output)?.display().to_string(),
         "-lm".into(),
-    ]))
+    ];
+    if output == Output::SharedObject {
+        // The rule for which copy serves calls dlopen, dlsym and dladdr: in the C library
+        // since glibc 2.34 (libdl.a is then empty), in libdl before.
+        libraries.push("-ldl".into());
+    }
+    Ok(entry_point_args(output, libraries))
 }
+
+/// `libraries` (what links the runtime) with the flags around them: `-u` pulls the runtime's
+/// registration entry points in (the stubs refer to them only weakly), `--wrap` sends the
+/// program's calls of [`WRAPPED`] to the runtime, and an executable exports every entry point
+/// (`bootprof_*`, `__wrap_*`), so that the shared objects it loads bind their calls to its
+/// runtime rather than to their own copies (a shared object's are default-visibility globals,
+/// exported anyway).
+fn entry_point_args(output: Output, libraries: Vec<String>) -> Vec<String> {
+    let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
+    let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
+    // `-u` too: a static link pulls the real ones out of libc.a only when something names
+    // them, and the program's own references now name the wrappers.
+    v.extend(WRAPPED.iter().map(|&(s, pull)| match pull {
+        true => format!("-Wl,--wrap={s},-u,{s}"),
+        false => format!("-Wl,--wrap={s}"),
+    }));
+    v.extend(libraries);
+    if output == Output::Executable {
+        v.extend(
+            EXPORTED
+                .iter()
+                .map(|s| format!("-Wl,--export-dynamic-symbol={s}")),
+        );
+    }
+    v
+}
+
+/// The runtime's entry points an executable exports, as the linkers' `--export-dynamic-symbol`
+/// takes them (glob patterns: GNU ld since 2.35, lld since 11).
+const EXPORTED: [&str; 2] = ["bootprof_*", "__wrap_*"];
 
 /// Whether `name` is the file name of the runtime crate's rlib as a link line has it:
 /// `libbootprof_runtime-HASH.rlib` from cargo, `libbootprof_runtime.rlib` when rustc passes a

@@ -25,8 +25,10 @@
 //! its own id in r11: the `lea` is 7 bytes and comes first.
 //!
 //! Without the runtime the pointers stay on the defaults and every stub returns at once. With it,
-//! `bootprof_register` (exported by the executable, found by shared objects too) records the
-//! table and points the three pointers at its dispatchers. A stub touches only `r11`, which no
+//! `bootprof_register` records the table and points the three pointers at its dispatchers: the
+//! GOT entry binds to the first definition in the global lookup scope (an executable's exported
+//! runtime, else the first shared object's copy: every object `bootprof-link` links carries
+//! one), and the runtime hands it on when another copy serves (runtime/src/serving.rs). A stub touches only `r11`, which no
 //! calling convention uses to pass anything, so `mcount`/`__fentry__` keep every argument register
 //! and `rax`. Stubs and table bounds are hidden: each executable or shared object has its own.
 //! The bounds come from the linker script fragment in `linker-scripts/` (see [`SITES_SCRIPT`]),

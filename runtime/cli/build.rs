@@ -1,13 +1,17 @@
 //! Builds the runtime `bootprof-link` carries inside itself, so that an installed `bootprof-link`
 //! needs nothing else on disk. Takes the runtime's sources (this package sits in `runtime/`);
-//! hands on, in `OUT_DIR`, `bootprof_runtime.o` (what `bootprof-link` links into programs) and
-//! `bootprof.h` (the C header), and in the environment variable `BOOTPROF_RUNTIME_ID` a name for
-//! the pair that changes with their contents (the directory of the per-user cache they are
-//! written into).
+//! hands on, in `OUT_DIR`, `bootprof_runtime.o` (what `bootprof-link` links into executables),
+//! `bootprof_runtime_shared.o` (what it links into shared objects) and `bootprof.h` (the C
+//! header), and in the environment variable `BOOTPROF_RUNTIME_ID` a name for the three that
+//! changes with their contents (the directory of the per-user cache they are written into).
 //!
 //! The runtime's staticlib (`runtime/c`: the runtime crate without the Rust standard library,
-//! panics aborting; megabytes of archive, `core` and `alloc` included) comes from a nested cargo with a target directory of its own under `OUT_DIR`, so it does not wait on the
-//! lock of the build that runs this script. It is built for the same target and profile
+//! panics aborting; megabytes of archive, `core` and `alloc` included) comes from a nested cargo
+//! with a target directory of its own under `OUT_DIR`, so it does not wait on the lock of the
+//! build that runs this script. Two of them, side by side, one per [`Flavor`]: the executables'
+//! ([`EXECUTABLE`]: initial-exec thread-locals) and the shared objects' ([`SHARED_OBJECT`]:
+//! general-dynamic thread-locals, which a library loaded by `dlopen` needs, and the rule for
+//! which of several copies in a process serves, runtime/src/serving.rs). It is built for the same target and profile
 //! (release or debug), without the flags of this build (`RUSTFLAGS` and the like are for
 //! `bootprof-link`, not for the code it links into other programs: a `-C linker=` or a sanitizer
 //! there would break those links); `BOOTPROF_RUNTIME_RUSTFLAGS` gives the runtime flags of its own.
@@ -55,14 +59,31 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=BOOTPROF_RUNTIME_RUSTFLAGS");
 
-    let archive = build_staticlib(runtime, &out);
-    let object = out.join("bootprof_runtime.o");
-    prelink::prelink(&archive, &object, REGISTER_SYMBOL)
-        .unwrap_or_else(|e| fail(&format!("prelinking the runtime: {e}")));
+    // The two builds at once: each is mostly one crate compiled by one thread.
+    let objects = std::thread::scope(|s| {
+        let built = [&EXECUTABLE, &SHARED_OBJECT].map(|flavor| {
+            let out = &out;
+            s.spawn(move || {
+                let archive = build_staticlib(runtime, out, flavor);
+                let object = out.join(flavor.object);
+                prelink::prelink(&archive, &object, REGISTER_SYMBOL).unwrap_or_else(|e| {
+                    fail(&format!("prelinking the runtime ({}): {e}", flavor.object))
+                });
+                object
+            })
+        });
+        built.map(|b| {
+            b.join()
+                .unwrap_or_else(|_| fail("a runtime build thread panicked"))
+        })
+    });
     let header_copy = out.join("bootprof.h");
     copy(&header, &header_copy);
 
-    let mut contents = read(&object);
+    let mut contents = Vec::new();
+    for object in &objects {
+        contents.extend(read(object));
+    }
     contents.extend(read(&header_copy));
     println!(
         "cargo:rustc-env=BOOTPROF_RUNTIME_ID={}-{:016x}",
@@ -71,12 +92,49 @@ fn main() {
     );
 }
 
-/// Builds the `bootprof-runtime` staticlib with a nested cargo; returns the archive's path.
-fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
+/// One of the two runtimes `bootprof-link` carries: how it is built, where it goes.
+struct Flavor {
+    /// The prelinked object's file name in `OUT_DIR` (what bootprof-link.rs includes).
+    object: &'static str,
+    /// The nested build's target directory under `OUT_DIR`.
+    target_dir: &'static str,
+    /// The `runtime/c` features of the build.
+    features: &'static str,
+    /// The rustc flags of the build.
+    rustflags: &'static str,
+}
+
+/// The runtime linked into executables: initial-exec thread-locals, what an executable's own
+/// code uses (a `-static` link and a PIE alike), with no `__tls_get_addr` and so no dependency
+/// on the dynamic loader by name. Calls into the C library go through the PLT, as C code makes
+/// them: bound when first made, not all at start-up (rustc's default goes through the GOT, which
+/// the dynamic loader fills before `main`: tens of thousands of instructions of symbol lookups).
+const EXECUTABLE: Flavor = Flavor {
+    object: "bootprof_runtime.o",
+    target_dir: "runtime-target",
+    features: "standalone",
+    rustflags: "-Ztls-model=initial-exec -Zplt=yes",
+};
+
+/// The runtime linked into shared objects: rustc's default thread-locals for
+/// position-independent code, general-dynamic, since the runtime's (17 KB) do not fit in the
+/// static TLS block glibc keeps for libraries loaded by `dlopen` ("cannot allocate memory in
+/// static TLS block"); and the feature `shared-object`, the rule for which of several copies in
+/// a process serves.
+const SHARED_OBJECT: Flavor = Flavor {
+    object: "bootprof_runtime_shared.o",
+    target_dir: "runtime-target-shared",
+    features: "standalone,shared-object",
+    rustflags: "-Zplt=yes",
+};
+
+/// Builds the `bootprof-runtime` staticlib of `flavor` with a nested cargo; returns the
+/// archive's path.
+fn build_staticlib(runtime: &Path, out: &Path, flavor: &Flavor) -> PathBuf {
     let target = var("TARGET");
     let release = var("PROFILE") == "release";
     let profile = if release { "release" } else { "dev" };
-    let target_dir = out.join("runtime-target");
+    let target_dir = out.join(flavor.target_dir);
     let mut cargo = Command::new(var("CARGO"));
     cargo
         .args([
@@ -87,7 +145,7 @@ fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
             "--manifest-path",
         ])
         .arg(runtime.join("c/Cargo.toml"))
-        .args(["--features", "standalone"])
+        .args(["--features", flavor.features])
         // No unwinding (a panic aborts: no unwinder, no libgcc_s) and one code generation unit,
         // whatever the workspace's profile says. No LTO: its code generation calls the C library
         // through the global offset table whatever `-Zplt` says (see below).
@@ -122,12 +180,7 @@ fn build_staticlib(runtime: &Path, out: &Path) -> PathBuf {
             cargo.env_remove(&*name);
         }
     }
-    // Initial-exec thread-locals: what an executable's own code uses (a `-static` link and a
-    // PIE alike), with no `__tls_get_addr` and so no dependency on the dynamic loader by name.
-    // Calls into the C library through the PLT, as C code makes them: bound when first made,
-    // not all of them at start-up (rustc's default goes through the GOT, which the dynamic
-    // loader fills before `main`: tens of thousands of instructions of symbol lookups).
-    let mut flags = std::ffi::OsString::from("-Ztls-model=initial-exec -Zplt=yes");
+    let mut flags = std::ffi::OsString::from(flavor.rustflags);
     if let Some(more) = std::env::var_os("BOOTPROF_RUNTIME_RUSTFLAGS") {
         flags.push(" ");
         flags.push(more);

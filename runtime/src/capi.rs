@@ -26,6 +26,7 @@ fn fail(msg: impl core::fmt::Display) -> c_int {
 /// The message of the last failed call on this thread.
 #[no_mangle]
 pub extern "C" fn bootprof_last_error() -> *const c_char {
+    crate::serving::hand_on!(counterpart, bootprof_last_error());
     LAST_ERROR.with(|e| match e.borrow().is_empty() {
         true => c"".as_ptr(),
         false => e.borrow().as_ptr().cast(),
@@ -58,6 +59,7 @@ fn count(r: Result<usize, crate::registry::Error>) -> c_int {
 /// its three-pointer dispatch table.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, ptrs: *mut usize) {
+    crate::serving::hand_on!(counterpart, bootprof_register(start, stop, ptrs));
     if !ptrs.is_null() {
         for (i, t) in crate::dispatch::trampolines().into_iter().enumerate() {
             // SAFETY: the stub object's pointer table has three writable slots.
@@ -87,6 +89,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
 /// `start` must be the table start an earlier `bootprof_register` received.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
+    crate::serving::hand_on!(counterpart, bootprof_unregister(start));
     if !start.is_null() {
         crate::registry::unregister_table(start as u64);
     }
@@ -98,6 +101,7 @@ pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_enable(pattern: *const c_char) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_enable(pattern));
     // SAFETY: per the contract.
     unsafe { bootprof_enable_mode(pattern, crate::registry::Mode::Trap as c_int) }
 }
@@ -108,6 +112,7 @@ pub unsafe extern "C" fn bootprof_enable(pattern: *const c_char) -> c_int {
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_enable_mode(pattern: *const c_char, mode: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_enable_mode(pattern, mode));
     // SAFETY: per the contract.
     let p = match unsafe { text(pattern) } {
         Ok(p) => p,
@@ -127,6 +132,7 @@ pub unsafe extern "C" fn bootprof_enable_mode(pattern: *const c_char, mode: c_in
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_disable(pattern: *const c_char) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_disable(pattern));
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
         Ok(p) => count(crate::api::disable(p)),
@@ -140,6 +146,7 @@ pub unsafe extern "C" fn bootprof_disable(pattern: *const c_char) -> c_int {
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_notrace(pattern));
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
         Ok(p) => crate::api::notrace(p).map_or_else(fail, |()| 0),
@@ -154,6 +161,7 @@ pub unsafe extern "C" fn bootprof_notrace(pattern: *const c_char) -> c_int {
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_stacktrace(pattern: *const c_char, on: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_stacktrace(pattern, on));
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
         Ok(p) => count(crate::api::stacktrace(p, on != 0)),
@@ -164,6 +172,7 @@ pub unsafe extern "C" fn bootprof_stacktrace(pattern: *const c_char, on: c_int) 
 /// Records function exits of hooked functions (`on` = 1) or stops hooking new calls (0); 0.
 #[no_mangle]
 pub extern "C" fn bootprof_set_graph(on: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_set_graph(on));
     crate::api::set_graph(on != 0);
     0
 }
@@ -171,6 +180,7 @@ pub extern "C" fn bootprof_set_graph(on: c_int) -> c_int {
 /// Removes every notrace pattern.
 #[no_mangle]
 pub extern "C" fn bootprof_clear_notrace() {
+    crate::serving::hand_on!(counterpart, bootprof_clear_notrace());
     crate::api::clear_notrace();
 }
 
@@ -185,6 +195,7 @@ pub unsafe extern "C" fn bootprof_add_handler(
     func: Option<HandlerFn>,
     cookie: *mut c_void,
 ) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_add_handler(pattern, func, cookie));
     // SAFETY: per the contract.
     let p = match unsafe { text(pattern) } {
         Ok(p) => p,
@@ -202,6 +213,7 @@ pub unsafe extern "C" fn bootprof_add_handler(
 /// Removes handler `id`; 0, or -1 if there is none.
 #[no_mangle]
 pub extern "C" fn bootprof_remove_handler(id: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_remove_handler(id));
     if id >= 0 && crate::api::remove_handler(crate::api::HandlerId(id as usize)) {
         0
     } else {
@@ -215,6 +227,7 @@ pub extern "C" fn bootprof_remove_handler(id: c_int) -> c_int {
 /// `pattern` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
+    crate::serving::hand_on!(counterpart, bootprof_hits(pattern));
     // SAFETY: per the contract.
     match unsafe { text(pattern) } {
         Ok(p) => crate::api::hits(p).map_or_else(|e| i64::from(fail(e)), |n| n as i64),
@@ -225,6 +238,7 @@ pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
 /// Number of registered sites.
 #[no_mangle]
 pub extern "C" fn bootprof_site_count() -> usize {
+    crate::serving::hand_on!(counterpart, bootprof_site_count());
     crate::site::lock().sites.len()
 }
 
@@ -261,6 +275,7 @@ pub struct CSite {
 /// `out` must point to a writable `struct bootprof_site`.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_site_info(i, out));
     let reg = crate::site::lock();
     let Some(s) = reg.sites.get(i) else {
         return fail(format!("no site {i}"));
@@ -287,12 +302,14 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
 /// 1 if the runtime owns SIGTRAP (or needs not), 0 if the program replaced its handler.
 #[no_mangle]
 pub extern "C" fn bootprof_check() -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_check());
     c_int::from(crate::api::check())
 }
 
 /// Starts (1) or stops (0) recording hits of enabled sites into the event log; 0, or -1.
 #[no_mangle]
 pub extern "C" fn bootprof_record(on: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart, bootprof_record(on));
     if on == 0 {
         crate::recorder::stop();
         return 0;
@@ -313,6 +330,7 @@ pub extern "C" fn bootprof_record(on: c_int) -> c_int {
 /// `path` must be NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
+    crate::serving::hand_on!(counterpart, bootprof_dump(path));
     let path = if path.is_null() {
         crate::recorder::default_path()
     } else {
@@ -330,6 +348,7 @@ pub unsafe extern "C" fn bootprof_dump(path: *const c_char) -> i64 {
 /// starts it.
 #[no_mangle]
 pub extern "C" fn bootprof_count_points() {
+    crate::serving::hand_on!(counterpart, bootprof_count_points());
     crate::recorder::count_points();
 }
 
@@ -338,6 +357,7 @@ pub extern "C" fn bootprof_count_points() {
 /// or from the start with `BOOTPROF_POINTS=1`.
 #[no_mangle]
 pub extern "C" fn bootprof_print_points(fd: c_int) {
+    crate::serving::hand_on!(counterpart, bootprof_print_points(fd));
     let table = crate::recorder::points_table();
     // SAFETY: write(2) with our own buffer.
     unsafe { libc::write(fd, table.as_ptr().cast(), table.len()) };

@@ -309,6 +309,7 @@ unsafe fn jump(real: Jump, env: *mut u64, val: c_int) -> ! {
 /// As `longjmp`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_longjmp(env: *mut u64, val: c_int) -> ! {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap_longjmp(env, val));
     // SAFETY: per the contract.
     unsafe { jump(bootprof_real_longjmp, env, val) }
 }
@@ -319,6 +320,7 @@ pub unsafe extern "C" fn __wrap_longjmp(env: *mut u64, val: c_int) -> ! {
 /// As `_longjmp`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap__longjmp(env: *mut u64, val: c_int) -> ! {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap__longjmp(env, val));
     // SAFETY: per the contract.
     unsafe { jump(bootprof_real__longjmp, env, val) }
 }
@@ -329,6 +331,7 @@ pub unsafe extern "C" fn __wrap__longjmp(env: *mut u64, val: c_int) -> ! {
 /// As `siglongjmp`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_siglongjmp(env: *mut u64, val: c_int) -> ! {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap_siglongjmp(env, val));
     // SAFETY: per the contract.
     unsafe { jump(bootprof_real_siglongjmp, env, val) }
 }
@@ -339,6 +342,7 @@ pub unsafe extern "C" fn __wrap_siglongjmp(env: *mut u64, val: c_int) -> ! {
 /// As `__longjmp_chk`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap___longjmp_chk(env: *mut u64, val: c_int) -> ! {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap___longjmp_chk(env, val));
     // SAFETY: per the contract.
     unsafe { jump(bootprof_real___longjmp_chk, env, val) }
 }
@@ -353,6 +357,7 @@ const RESTORED: u64 = 1;
 /// As `backtrace`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap_backtrace(buffer, size));
     type Backtrace = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
     if size <= 0 {
         return 0;
@@ -385,6 +390,7 @@ pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int)
 /// As `_Unwind_Backtrace`.
 #[no_mangle]
 pub unsafe extern "C" fn __wrap__Unwind_Backtrace(trace: *mut c_void, arg: *mut c_void) -> c_int {
+    crate::serving::hand_on!(counterpart_if_decided, __wrap__Unwind_Backtrace(trace, arg));
     type UnwindBacktrace = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
     /// `_URC_END_OF_STACK`.
     const END_OF_STACK: c_int = 5;

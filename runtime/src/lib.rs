@@ -10,7 +10,8 @@
 //!
 //! The modules form layers, each using only the ones below it: `sys` (the C library: the
 //! runtime is `no_std`), [`text`], `clock`,
-//! `note` (stderr), `sigchain` (signals that are not ours, on to the program's disposition),
+//! `note` (stderr), `serving` (which of several copies of the runtime in one process serves:
+//! shared objects carry one too), `sigchain` (signals that are not ours, on to the program's disposition),
 //! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
 //! by frame pointers) -> `site` (the site records, their list and lookup snapshot) -> `buffer`
 //! (the lane records go into) -> `counts` (exact hit counts, into the lane or to stderr) ->
@@ -62,6 +63,8 @@ mod note;
 pub use bootprof_format::pattern;
 pub mod recorder;
 pub mod registry;
+#[cfg_attr(not(feature = "shared-object"), allow(dead_code))]
+mod serving;
 mod sigchain;
 mod site;
 mod sys;

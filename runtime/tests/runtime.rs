@@ -23,6 +23,8 @@ mod names;
 mod perfetto;
 #[path = "runtime/scale.rs"]
 mod scale;
+#[path = "runtime/shared.rs"]
+mod shared;
 #[path = "runtime/stacks.rs"]
 mod stacks;
 

@@ -153,6 +153,12 @@ fn installed_toolkit_links_runs_and_reports_from_anywhere() {
     assert_eq!(meta.mode() & 0o777, 0o644, "{}", runtime.display());
     let meta = std::fs::metadata(runtime.parent().unwrap()).unwrap();
     assert_eq!(meta.mode() & 0o777, 0o700, "{}", runtime.display());
+    // The runtime shared objects carry, beside it.
+    let shared = t.ok("bootprof-link", &["--print-shared-runtime"]);
+    let shared = Path::new(shared.trim_end());
+    assert_eq!(shared.parent(), runtime.parent());
+    assert_ne!(shared, runtime);
+    assert!(shared.is_file(), "{}", shared.display());
 
     write(t.work.join("probes.c"), PROBES_C);
     write(t.work.join("fentry.c"), FENTRY_C);

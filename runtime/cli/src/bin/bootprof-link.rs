@@ -4,7 +4,8 @@
 //! driver (`-C linker=bootprof-link`, `CMAKE_C_LINKER_LAUNCHER=bootprof-link`) with the real
 //! driver in `BOOTPROF_CC` (default `cc`). See DESIGN.md for the options.
 //!
-//! It carries the runtime it links into programs, and the C header, built in by `build.rs`.
+//! It carries the runtimes it links into programs (one for executables, one for shared objects),
+//! and the C header, built in by `build.rs`.
 
 use bootprof_link::runtime_lib::{Embedded, Query};
 use bootprof_link::Error;
@@ -12,6 +13,7 @@ use bootprof_link::Error;
 /// The runtime and header `build.rs` made.
 static RUNTIME: Embedded = Embedded {
     object: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_runtime.o")),
+    shared_object: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_runtime_shared.o")),
     header: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof.h")),
     version: env!("CARGO_PKG_VERSION"),
     id: env!("BOOTPROF_RUNTIME_ID"),
@@ -36,7 +38,10 @@ alone, each prints a path (the runtime and header this bootprof-link carries are
 $XDG_CACHE_HOME/bootprof, else ~/.cache/bootprof, on first use):
   --print-include-dir     the directory holding bootprof.h (cc -I\"$(bootprof-link --print-include-dir)\")
   --print-pkg-config-dir  the directory holding bootprof.pc (for PKG_CONFIG_PATH)
-  --print-runtime         the runtime object links use ($BOOTPROF_RUNTIME when set: an archive or object)
+  --print-runtime         the runtime object links of executables use ($BOOTPROF_RUNTIME when set:
+                          an archive or object)
+  --print-shared-runtime  the runtime object links of shared objects (-shared) use ($BOOTPROF_RUNTIME
+                          when set)
 ";
 
 fn main() {
