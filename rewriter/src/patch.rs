@@ -72,6 +72,7 @@ pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
             not_sites,
             relocations: scanned.relocations,
             uses_runtime: scanned.uses_runtime,
+            walks_stacks: scanned.walks_stacks,
         },
     })
 }

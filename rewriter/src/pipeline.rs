@@ -49,7 +49,11 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
         }
     }
     if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
-        args.extend(runtime_lib::runtime_args(&line, runtime)?);
+        args.extend(runtime_lib::runtime_args(
+            &line,
+            runtime,
+            rewrites.walks_stacks,
+        )?);
     }
     let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
     let (code, checked) = link::final_link(&line, args, &traced, dir.path())?;

@@ -57,6 +57,8 @@ pub struct Rewrites {
     pub sites: usize,
     /// Whether an input calls the runtime's API.
     pub uses_runtime: bool,
+    /// Whether an input calls the unwinder's `_Unwind_Backtrace`.
+    pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
 }
@@ -78,6 +80,7 @@ struct Done {
     relocations: usize,
     sites: usize,
     uses_runtime: bool,
+    walks_stacks: bool,
     notes: Vec<String>,
     guard_calls: Vec<GuardCall>,
     /// The first reference to a probe symbol that is not a site and that the program can reach.
@@ -90,6 +93,7 @@ impl Done {
         self.relocations += r.relocations;
         self.sites += r.sites.len();
         self.uses_runtime |= r.uses_runtime;
+        self.walks_stacks |= r.walks_stacks;
         self.referenced
             .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
         self.defined.extend(r.defined.iter().cloned());
@@ -235,6 +239,7 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         r.relocations += done.relocations;
         r.sites += done.sites;
         r.uses_runtime |= done.uses_runtime;
+        r.walks_stacks |= done.walks_stacks;
         for (name, kind) in done.referenced {
             r.referenced.insert(name, kind);
         }

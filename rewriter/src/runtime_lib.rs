@@ -196,8 +196,14 @@ pub const WRAPPED: [(&str, bool); 6] = [
 /// for shared objects, an executable the other. A Rust program that depends on the
 /// `bootprof-runtime` crate has the runtime already (its rlib, with the standard library); one
 /// that does not gets the runtime object as a C program does (its symbols local, so its `core`
-/// never meets the program's).
-pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> {
+/// never meets the program's). `walks_stacks`: whether an input calls the unwinder's
+/// `_Unwind_Backtrace`, which is wrapped only then (lld would otherwise turn the runtime's weak
+/// reference to the real one into a strong one, and the program would need `libgcc_s`).
+pub fn runtime_args(
+    line: &LinkLine,
+    runtime: &Embedded,
+    walks_stacks: bool,
+) -> Result<Vec<String>> {
     let has = |flags: &[&str]| line.args.iter().any(|a| flags.contains(&a.as_str()));
     if line.options.no_runtime || has(&["-r"]) {
         return Ok(Vec::new());
@@ -217,10 +223,10 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
                 .is_some_and(is_runtime_rlib)
         });
         return Ok(if has_runtime {
-            entry_point_args(output, Vec::new())
+            entry_point_args(output, Vec::new(), walks_stacks)
         } else {
             let object = runtime.object_to_link(output)?;
-            entry_point_args(output, vec![object.display().to_string()])
+            entry_point_args(output, vec![object.display().to_string()], walks_stacks)
         });
     }
     if has(&["-nostdlib", "-nodefaultlibs"]) {
@@ -235,7 +241,7 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
         // since glibc 2.34 (libdl.a is then empty), in libdl before.
         libraries.push("-ldl".into());
     }
-    Ok(entry_point_args(output, libraries))
+    Ok(entry_point_args(output, libraries, walks_stacks))
 }
 
 /// `libraries` (what links the runtime) with the flags around them: `-u` pulls the runtime's
@@ -244,15 +250,20 @@ pub fn runtime_args(line: &LinkLine, runtime: &Embedded) -> Result<Vec<String>> 
 /// (`bootprof_*`, `__wrap_*`), so that the shared objects it loads bind their calls to its
 /// runtime rather than to their own copies (a shared object's are default-visibility globals,
 /// exported anyway).
-fn entry_point_args(output: Output, libraries: Vec<String>) -> Vec<String> {
+fn entry_point_args(output: Output, libraries: Vec<String>, walks_stacks: bool) -> Vec<String> {
     let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
     let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
     // `-u` too: a static link pulls the real ones out of libc.a only when something names
     // them, and the program's own references now name the wrappers.
-    v.extend(WRAPPED.iter().map(|&(s, pull)| match pull {
-        true => format!("-Wl,--wrap={s},-u,{s}"),
-        false => format!("-Wl,--wrap={s}"),
-    }));
+    v.extend(
+        WRAPPED
+            .iter()
+            .filter(|&&(s, _)| walks_stacks || s != "_Unwind_Backtrace")
+            .map(|&(s, pull)| match pull {
+                true => format!("-Wl,--wrap={s},-u,{s}"),
+                false => format!("-Wl,--wrap={s}"),
+            }),
+    );
     v.extend(libraries);
     if output == Output::Executable {
         v.extend(

@@ -64,6 +64,8 @@ pub struct Scanned<'d> {
     pub relocations: usize,
     /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
     pub uses_runtime: bool,
+    /// Whether the object calls `_Unwind_Backtrace` (an undefined reference).
+    pub walks_stacks: bool,
     /// Every probe symbol of the symbol table, referenced or defined.
     pub(crate) probes: Vec<ProbeSymbol>,
     /// For each symbol index, its index in `probes`, or [`NOT_A_PROBE`].
@@ -113,6 +115,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
         not_sites: Vec::new(),
         relocations,
         uses_runtime: false,
+        walks_stacks: false,
         probes: Vec::new(),
         class: Vec::new(),
         candidates: BTreeMap::new(),
@@ -140,7 +143,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
 }
 
 /// Classifies every symbol once, so the relocation loop is a table lookup: fills `probes`,
-/// `class`, `referenced`, `defined` and `uses_runtime`.
+/// `class`, `referenced`, `defined`, `uses_runtime` and `walks_stacks`.
 fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
     let symbols = &s.object.symbols;
     s.class = vec![NOT_A_PROBE; symbols.len()];
@@ -159,8 +162,9 @@ fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
             )
         })?;
         let Some((kind, _, _)) = Kind::classify(name) else {
-            if name.starts_with(b"bootprof_") && sym.st_shndx(LE) == elf::SHN_UNDEF {
-                s.uses_runtime = true;
+            if sym.st_shndx(LE) == elf::SHN_UNDEF {
+                s.uses_runtime |= name.starts_with(b"bootprof_");
+                s.walks_stacks |= name == b"_Unwind_Backtrace";
             }
             continue;
         };

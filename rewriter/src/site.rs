@@ -83,4 +83,6 @@ pub struct Found {
     pub relocations: usize,
     /// Whether the object calls the runtime's API (an undefined `bootprof_*` symbol).
     pub uses_runtime: bool,
+    /// Whether the object calls the unwinder's `_Unwind_Backtrace` (an undefined reference).
+    pub walks_stacks: bool,
 }

@@ -1,5 +1,5 @@
 //! What the runtime costs a program's shape: a hello world built `-pg -mfentry` and linked
-//! through `bootprof-link` needs exactly the shared libraries its plain link needs (the runtime
+//! through `bootprof-link` (by GNU ld or lld) needs exactly the shared libraries its plain link needs (the runtime
 //! brings no Rust standard library, no unwinder, no `libgcc_s`, no dynamic loader by name), and
 //! its `-static` and `-static-pie` links are made without a word from the linker (the standard
 //! library's `getaddrinfo` and `getpwuid_r` made glibc warn) and work: disabled, the program's
@@ -70,10 +70,13 @@ fn runs_and_traces(t: &TempDir, binary: &Path, name: &str) {
 #[test]
 fn hello_world_needs_no_library_its_plain_link_does_not() {
     let t = TempDir::new("lean-needed");
-    let (plain, ours) = hello(&t, "hello", &[], &[]);
-    assert_eq!(needed(&ours), needed(&plain));
-    assert_eq!(needed(&plain), ["libc.so.6"]);
-    runs_and_traces(&t, &ours, "hello");
+    // GNU ld, and lld (which would make a weak reference to the unwinder a strong one).
+    for (name, link) in [("hello", &[][..]), ("hello-lld", &["-fuse-ld=lld"][..])] {
+        let (plain, ours) = hello(&t, name, &[], link);
+        assert_eq!(needed(&ours), needed(&plain), "{name}");
+        assert_eq!(needed(&plain), ["libc.so.6"], "{name}");
+        runs_and_traces(&t, &ours, name);
+    }
 }
 
 #[test]
