@@ -181,7 +181,8 @@ impl Query {
 /// (`-u`): the C library's jumps that leave frames without returning, and the stack walkers
 /// that must see the real return addresses of frames whose return the runtime hooked
 /// (`BOOTPROF_GRAPH`): `backtrace`, and the unwinder's `_Unwind_Backtrace` (Rust's and C++'s
-/// backtraces), not pulled in, so that a program that walks no stacks gains no unwinder.
+/// backtraces), not pulled in, so that a program that walks no stacks gains no unwinder, and
+/// wrapped only when an input object calls it (see [`runtime_args`]).
 pub const WRAPPED: [(&str, bool); 6] = [
     ("longjmp", true),
     ("_longjmp", true),
