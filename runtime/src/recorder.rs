@@ -776,15 +776,15 @@ fn write_file(path: &[u8], write: impl FnOnce(sys::Fd) -> sys::Result<()>) -> sy
     sys::rename(&tmp, path)
 }
 
-/// Whether `path` is a character device or a pipe (`/dev/null`, a FIFO a reader waits on): what
-/// is written there goes into it, never into a file put in its place.
+/// Whether `path` is written into as it is (`bootprof_format::file::written_in_place`'s rule:
+/// `/dev/null`, a FIFO a reader waits on), never replaced by a file put in its place.
 fn written_in_place(path: &[u8]) -> bool {
     let p = sys::CPath::new(path);
     // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
         libc::stat(p.as_ptr(), &mut st) == 0
-            && matches!(st.st_mode & libc::S_IFMT, libc::S_IFCHR | libc::S_IFIFO)
+            && bootprof_format::file::written_in_place_mode(st.st_mode)
     }
 }
 

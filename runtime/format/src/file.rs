@@ -78,5 +78,31 @@ pub fn classify(head: &[u8]) -> FileKind {
 /// see the bytes.
 #[cfg(feature = "std")]
 pub fn written_in_place(path: &std::path::Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.file_type().is_file() && !m.is_dir())
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|m| written_in_place_mode(m.mode()))
+}
+
+/// [`written_in_place`]'s rule on what `stat` says of the path (`st_mode`), for a reader without
+/// the standard library (the runtime's dump): neither a regular file nor a directory.
+pub fn written_in_place_mode(mode: u32) -> bool {
+    const KIND: u32 = 0o170_000;
+    const REGULAR: u32 = 0o100_000;
+    const DIRECTORY: u32 = 0o040_000;
+    !matches!(mode & KIND, REGULAR | DIRECTORY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::written_in_place_mode;
+
+    #[test]
+    fn only_regular_files_and_directories_are_replaced() {
+        // Regular file and directory (mode 0644 / 0755) are replaced; a character device, a
+        // FIFO, a socket, a block device and a symbolic link's own mode are written into.
+        assert!(!written_in_place_mode(0o100_644));
+        assert!(!written_in_place_mode(0o040_755));
+        for kind in [0o020_000, 0o010_000, 0o140_000, 0o060_000, 0o120_000] {
+            assert!(written_in_place_mode(kind | 0o666), "{kind:o}");
+        }
+    }
 }
