@@ -81,16 +81,9 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
 
 /// The global `bootprof_*` and `__wrap_*` symbols `archive` defines.
 fn entry_points(archive: &Path) -> Result<Vec<String>, String> {
-    let mut nm = Command::new("nm");
-    nm.args(["--defined-only", "--extern-only", "--portability"])
-        .arg(archive);
-    let listing = run(&mut nm)?;
-    let mut names: Vec<String> = String::from_utf8_lossy(&listing)
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| name.starts_with("bootprof_") || name.starts_with("__wrap_"))
-        .map(str::to_string)
-        .collect();
+    let mut names = defined_symbols(archive, &["--extern-only"], |name| {
+        name.starts_with("bootprof_") || name.starts_with("__wrap_")
+    })?;
     names.sort();
     names.dedup();
     Ok(names)
@@ -98,13 +91,25 @@ fn entry_points(archive: &Path) -> Result<Vec<String>, String> {
 
 /// The `DW.ref.*` symbols `object` defines (each the signature of a COMDAT group).
 fn comdat_refs(object: &Path) -> Result<Vec<String>, String> {
+    defined_symbols(object, &[], |name| name.starts_with("DW.ref."))
+}
+
+/// The names of the symbols `file` defines that `wanted` takes (`nm --defined-only`, with
+/// `options`), in `nm`'s order.
+fn defined_symbols(
+    file: &Path,
+    options: &[&str],
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, String> {
     let mut nm = Command::new("nm");
-    nm.args(["--defined-only", "--portability"]).arg(object);
+    nm.args(["--defined-only", "--portability"])
+        .args(options)
+        .arg(file);
     let listing = run(&mut nm)?;
     Ok(String::from_utf8_lossy(&listing)
         .lines()
         .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| name.starts_with("DW.ref."))
+        .filter(|name| wanted(name))
         .map(str::to_string)
         .collect())
 }
