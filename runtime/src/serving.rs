@@ -152,24 +152,18 @@ fn object_of(addr: *const c_void) -> Option<(usize, *const c_char)> {
     }
 }
 
-/// The global scope's definition of `name`, or null.
-fn global(name: &CStr) -> *mut c_void {
-    // SAFETY: dlopen(NULL) hands back the main program, whose scope dlsym then searches: the
-    // executable, the libraries loaded at start-up, those loaded RTLD_GLOBAL since.
-    unsafe {
-        let main = libc::dlopen(core::ptr::null(), libc::RTLD_LAZY);
-        if main.is_null() {
-            return core::ptr::null_mut();
-        }
-        libc::dlsym(main, name.as_ptr())
-    }
-}
-
 /// The global scope's definitions of [`HANDED_ON`] when another object defines
 /// `bootprof_register` and `bootprof_unregister`; `None` when this copy serves.
 fn decide() -> Option<Elsewhere> {
+    // SAFETY: dlopen(NULL) hands back the main program, whose scope dlsym then searches: the
+    // executable, the libraries loaded at start-up, those loaded RTLD_GLOBAL since.
+    let main = unsafe { libc::dlopen(core::ptr::null(), libc::RTLD_LAZY) };
+    if main.is_null() {
+        return None;
+    }
+    // SAFETY: a handle dlopen gave and NUL-terminated names.
+    let found = HANDED_ON.map(|name| unsafe { libc::dlsym(main, name.as_ptr()) } as usize);
     let own = object_of((&raw const MARK).cast()).map(|(base, _)| base);
-    let found = HANDED_ON.map(|name| global(name) as usize);
     let theirs = object_of(found[0] as *const c_void).map(|(base, _)| base);
     let elsewhere = found[0] != 0 && found[1] != 0 && theirs.is_some() && theirs != own;
     elsewhere.then_some(Elsewhere(found))
