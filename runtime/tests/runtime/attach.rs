@@ -919,3 +919,88 @@ fn attaches_and_detaches(t: &Target, prefix: &[&str], pid: &str, dir: &Path) {
     assert!(!got.is_empty(), "nothing recorded");
     assert!(got.iter().all(|(name, arg)| name == "odd" && arg % 2 == 1));
 }
+
+/// What `bootprof attach` and `bootprof list --pid` say of a process they cannot attach to, each
+/// a clear error (exit status 1) that changes nothing: no such process, one that has ended (a
+/// zombie), a signal name attaching may not use, a user directory others may enter, and a
+/// process without bootprof's runtime (no answer to the knock).
+#[test]
+fn what_cannot_be_attached_to_is_said() {
+    let fails_with = |args: &[&str], want: &str| {
+        let o = bootprof(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).starts_with("bootprof: error: ") && stderr(&o).contains(want),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    };
+    // pid_max is never a process's id.
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+    let none = pid_max.trim();
+    fails_with(&["attach", none], &format!("no process {none}"));
+    fails_with(&["list", "--pid", none], &format!("no process {none}"));
+
+    // A child that exited and was not reaped yet.
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let zpid = zombie.id().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{zpid}/status"))
+        .unwrap()
+        .contains("State:\tZ")
+    {
+        assert!(std::time::Instant::now() < deadline, "true never exited");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    fails_with(&["attach", &zpid], &format!("process {zpid} has ended"));
+    zombie.wait().unwrap();
+
+    // A process without the runtime ignores the knock (SIGURG's default); a bad signal name is
+    // refused before any knock.
+    let mut plain = Command::new("sleep").arg("60").spawn().unwrap();
+    let ppid = plain.id().to_string();
+    fails_with(
+        &["attach", &ppid, "--signal", "KILL"],
+        "KILL is not a signal attaching may use",
+    );
+    fails_with(
+        &["attach", &ppid, "--duration", "0.1"],
+        &format!("no answer from process {ppid} within 5 s"),
+    );
+
+    // A user directory that others may enter is refused, not used (user 65533's: no other test
+    // makes one).
+    let dir = Path::new("/tmp/.bootprof-65533");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir(dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(dir, Some(65533), Some(65533)).unwrap();
+    let mut theirs = Command::new("setpriv")
+        .args([
+            "--reuid=65533",
+            "--regid=65533",
+            "--clear-groups",
+            "sleep",
+            "60",
+        ])
+        .spawn()
+        .unwrap();
+    let tpid = theirs.id().to_string();
+    // setpriv execs sleep: wait until the process runs as 65533.
+    while !std::fs::read_to_string(format!("/proc/{tpid}/status"))
+        .unwrap()
+        .contains("Uid:\t65533")
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    fails_with(
+        &["attach", &tpid],
+        "/tmp/.bootprof-65533 is not a directory private to user 65533 (mode 0700): remove it",
+    );
+    for child in [&mut plain, &mut theirs] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
