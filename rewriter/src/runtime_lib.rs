@@ -4,7 +4,7 @@
 //! for shared objects ([`Output`]), and the C header); hands on the arguments that link the
 //! runtime, after unpacking it into the per-user cache ([`crate::cache`]) once.
 //! `BOOTPROF_RUNTIME` names another runtime instead, for both: an object, linked as it is, or an
-//! archive (`libbootprof_runtime.a`), prelinked ([`crate::prelink`]) once into an object beside
+//! archive (`libbootprof_runtime_c.a`), prelinked ([`crate::prelink`]) once into an object beside
 //! it (the archive itself is linked when that fails).
 //!
 //! Executables and shared objects alike carry the runtime; of several copies in one process, the
@@ -104,7 +104,7 @@ impl Embedded {
                 } else {
                     Err(Error::Usage(format!(
                         "BOOTPROF_RUNTIME names {}, which is not a file: point it at a runtime \
-                         archive (libbootprof_runtime.a) or object, or unset it to link the \
+                         archive (libbootprof_runtime_c.a) or object, or unset it to link the \
                          runtime bootprof-link carries",
                         path.display()
                     )))
@@ -123,7 +123,7 @@ fn is_archive(path: &Path) -> bool {
         .is_ok_and(|()| &magic == b"!<arch>\n")
 }
 
-/// The object prelinked from `archive`, beside it (`libbootprof_runtime.o`), made now if it is
+/// The object prelinked from `archive`, beside it (`NAME.o` for `NAME.a`), made now if it is
 /// missing or older than the archive; `None` when it cannot be made.
 fn prelinked(archive: &Path) -> Option<PathBuf> {
     let cached = archive.with_extension("o");

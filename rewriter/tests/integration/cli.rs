@@ -551,3 +551,32 @@ fn pg_on_the_link_line_brings_no_gmon() {
         );
     }
 }
+
+/// `BOOTPROF_RUNTIME` naming no file is a usage error that says so and what to do, before
+/// anything is linked: the previous output stays as it was.
+#[test]
+fn a_runtime_that_is_not_a_file_is_refused() {
+    require!("cc");
+    let t = TempDir::new("no-runtime-file");
+    let objects = compile_case(MULTI, MULTI_FILES, t.path());
+    let out = t.join("app");
+    write(&out, "the previous output\n");
+    let missing = t.join("nowhere/libbootprof_runtime_c.a");
+    let o = run(
+        cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
+            .args(&objects)
+            .env("BOOTPROF_RUNTIME", &missing),
+    );
+    o.no_panic();
+    assert_ne!(o.code, Some(0), "{o}");
+    assert!(
+        o.stderr.contains(&format!(
+            "BOOTPROF_RUNTIME names {}, which is not a file: point it at a runtime archive \
+             (libbootprof_runtime_c.a) or object, or unset it to link the runtime bootprof-link \
+             carries",
+            missing.display()
+        )),
+        "{o}"
+    );
+    assert_eq!(read(&out), b"the previous output\n");
+}
