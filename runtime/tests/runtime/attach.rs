@@ -405,6 +405,45 @@ fn attaching_can_be_turned_off_or_moved_and_setuid_programs_refuse() {
         stderr(&o)
     );
     t.finish();
+
+    // A signal attaching may not use: the runtime says so and listens on SIGURG.
+    let mut child = Command::new(&exe)
+        .arg("1")
+        .env_remove("BOOTPROF_ENABLE")
+        .env("BOOTPROF_ATTACH_SIGNAL", "KILL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let caught = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    drop(child.stdin.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains(
+            "bootprof: BOOTPROF_ATTACH_SIGNAL=KILL is not a signal attaching may use (URG, \
+             WINCH, USR1, USR2, RTMIN+N); using URG"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let sig_cgt = caught
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:\t"))
+        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+        .unwrap();
+    assert_ne!(
+        sig_cgt & (1 << (23 - 1)),
+        0,
+        "SIGURG not caught: {sig_cgt:x}"
+    );
 }
 
 /// A hundred attaches in a row to four threads that hit sites all the time, alternating trap
