@@ -183,7 +183,8 @@ fn fire_handlers(
                 }
             };
             if written && site.stacktrace() {
-                crate::recorder::record_stack(site, from, tid, tsc);
+                let real = crate::graph::real_returns();
+                crate::recorder::record_stack(site, from, real, tid, tsc);
             }
             if site.latency != 0 {
                 // After the record and its stack: a window it closes holds both.

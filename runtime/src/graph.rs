@@ -200,6 +200,31 @@ pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Opt
     Some(parent)
 }
 
+/// What a stack walk of this thread, innermost frame first, calls with each return-address word's
+/// address and contents: the real return address where the word holds the trampoline and the
+/// shadow stack has the word's entry (for a tail call's shared frame, the first caller's), else
+/// the word as it is. The walk's words lie ever higher on the stack, as the entries do from the
+/// top down, so one pass over the entries serves the whole walk.
+pub(crate) fn real_returns() -> impl FnMut(u64, u64) -> u64 {
+    let tramp = trampoline();
+    let mut i = TOP.with(Cell::get);
+    move |slot, ret| {
+        if ret != tramp {
+            return ret;
+        }
+        // Entries below this word (frames that ended, or that the walk did not see) are passed.
+        while i > 0 && entry(i - 1).slot < slot {
+            i -= 1;
+        }
+        (0..i)
+            .rev()
+            .map(entry)
+            .take_while(|e| e.slot == slot)
+            .find(|e| e.ret != tramp)
+            .map_or(ret, |e| e.ret)
+    }
+}
+
 /// Entered from the trampoline when a hooked function returned from `slot`: pops its entry (and
 /// those above it, frames that ended without returning), records their EXITs, and returns the
 /// real return address.

@@ -344,11 +344,24 @@ fn given_thread_name(site: &SiteRec, tid: u32) {
 }
 
 /// Records the call stack of a hit of `site` that stopped the program at `from`, after the hit's
-/// own record: one FRAME record per address (`unwind::frames`), with the hit's time.
+/// own record: one FRAME record per address (`unwind::frames`, with `real` giving the real return
+/// address of a hooked frame), with the hit's time.
 #[inline(never)]
-pub(crate) fn record_stack(site: &SiteRec, from: crate::unwind::Origin, tid: u32, tsc: u64) {
+pub(crate) fn record_stack(
+    site: &SiteRec,
+    from: crate::unwind::Origin,
+    real: impl FnMut(u64, u64) -> u64,
+    tid: u32,
+    tsc: u64,
+) {
     let mut frames = [0u64; crate::unwind::MAX_FRAMES];
-    let n = crate::unwind::frames(site.addr, site.return_address_on_top(), from, &mut frames);
+    let n = crate::unwind::frames(
+        site.addr,
+        site.return_address_on_top(),
+        from,
+        &mut frames,
+        real,
+    );
     for &address in &frames[..n] {
         record(site, RecordKind::Frame, address, tid, tsc);
     }

@@ -17,6 +17,10 @@
 //! and `close` only (async-signal-safe, as the SIGTRAP handler needs), into a buffer on the
 //! stack: once per thread, and again only when a hit's stack pointer lies outside them (a stack
 //! that grew, a signal stack).
+//!
+//! A frame whose return the function-graph tracer hooked holds the trampoline's address in its
+//! return-address word; the caller hands a `real` function that gives back the address the word
+//! held before (from the shadow stack, by the word's address), so the stack names the callers.
 
 use core::cell::Cell;
 
@@ -40,8 +44,15 @@ crate::sys::thread_local_cells! {
 
 /// Writes the stack of a hit of the site at `pc` into `out`, innermost first; returns how many
 /// addresses it wrote (at least 1: `pc`). `ret_on_top`: the site runs with no frame of its own
-/// (an `__fentry__` hook, a tail jump), so the return address is on top of the stack.
-pub(crate) fn frames(pc: u64, ret_on_top: bool, at: Origin, out: &mut [u64; MAX_FRAMES]) -> usize {
+/// (an `__fentry__` hook, a tail jump), so the return address is on top of the stack. `real`
+/// takes the address of a return-address word and the word, and gives the real return address.
+pub(crate) fn frames(
+    pc: u64,
+    ret_on_top: bool,
+    at: Origin,
+    out: &mut [u64; MAX_FRAMES],
+    mut real: impl FnMut(u64, u64) -> u64,
+) -> usize {
     out[0] = pc;
     let mut n = 1;
     let Some(top) = stack_end(at.sp) else {
@@ -54,7 +65,7 @@ pub(crate) fn frames(pc: u64, ret_on_top: bool, at: Origin, out: &mut [u64; MAX_
         // SAFETY: `sp .. sp + 8` lies in the readable mapping that holds the stack pointer.
         let ret = unsafe { core::ptr::read_volatile(at.sp as *const u64) };
         if ret != 0 {
-            out[n] = ret;
+            out[n] = real(at.sp, ret);
             n += 1;
         }
     }
@@ -70,7 +81,7 @@ pub(crate) fn frames(pc: u64, ret_on_top: bool, at: Origin, out: &mut [u64; MAX_
         if ret == 0 {
             break;
         }
-        out[n] = ret;
+        out[n] = real(fp + 8, ret);
         n += 1;
         // The next frame must lie above this one: a chain that loops or runs down ends here.
         floor = fp + 16;
@@ -235,7 +246,7 @@ mod tests {
         STACK.with(|s| s.set((base, end)));
         let walk = |sp: u64, fp: u64, on_top: bool| {
             let mut out = [0u64; MAX_FRAMES];
-            let n = frames(0x500, on_top, Origin { sp, fp }, &mut out);
+            let n = frames(0x500, on_top, Origin { sp, fp }, &mut out, |_, ret| ret);
             out[..n].to_vec()
         };
         assert_eq!(walk(at(2), at(4), false), [0x500, 0x1004, 0x2004, 0x3004]);

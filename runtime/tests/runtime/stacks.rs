@@ -1,10 +1,12 @@
 //! Call stacks recorded at hits (`bootprof run --stacktrace`), checked against the return
 //! addresses the program itself sees (`tests/runtime/stacks.c`), for probe and hook sites, in
 //! trap and call mode, with hooks before the prologue (`__fentry__`) and after it (`mcount`,
-//! `__cyg_profile_func_enter`), both forms of probes, and a tail jump.
+//! `__cyg_profile_func_enter`), both forms of probes, and a tail jump; and under function-graph
+//! tracing, where hooked frames return through a trampoline.
 
 use super::*;
 use bootprof_format::trace::RecordKind;
+use bootprof_format::Kind;
 use bootprof_report::model::Model;
 use std::collections::HashMap;
 
@@ -88,6 +90,10 @@ fn check_stacks(t: &bootprof_report::Trace, seen: &Seen, what: &str) -> HashMap<
             continue;
         }
         let site = &t.sites[r.site as usize];
+        if r.kind == RecordKind::Exit && matches!(site.kind, Kind::Fentry | Kind::Mcount) {
+            // A hooked return (function-graph tracing) records no stack.
+            continue;
+        }
         let traced = TRACED.iter().find(|&&p| {
             p == format!("{}:{}", site.provider, site.name)
                 || (site.kind.is_hook() && p == site.function)
@@ -126,17 +132,83 @@ fn build_stacks(w: &Work, name: &str, flags: &[&str]) -> PathBuf {
 
 /// Runs `stacks 3` under `bootprof run --mode MODE --stacktrace ...` into session `name`.
 fn run_traced(w: &Work, exe: &Path, name: &str, mode: &str) -> (bootprof_report::Trace, Seen) {
+    let (t, out) = run_traced_with(w, exe, name, &["--mode", mode], &[]);
+    (t, Seen::parse(&out))
+}
+
+/// Runs `[wrapper...] bootprof run OPTIONS --stacktrace ... -o SESSION -- stacks 3` into session
+/// `name`: the trace and what the program printed.
+fn run_traced_with(
+    w: &Work,
+    exe: &Path,
+    name: &str,
+    options: &[&str],
+    wrapper: &[&str],
+) -> (bootprof_report::Trace, String) {
     let dir = w.path(name);
-    let mut cmd = Command::new(tools().join("bootprof"));
-    cmd.args(["run", "--mode", mode, "-o"]).arg(&dir);
+    let bootprof = tools().join("bootprof");
+    let mut cmd = match wrapper {
+        [] => Command::new(&bootprof),
+        [first, rest @ ..] => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&bootprof);
+            c
+        }
+    };
+    cmd.arg("run").args(options).arg("-o").arg(&dir);
     for p in TRACED {
         cmd.args(["--stacktrace", p]);
     }
     let o = cmd.arg("--").arg(exe).arg("3").output().unwrap();
-    let seen = Seen::parse(&ok(&o));
+    let out = ok(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!stderr.contains("matched no site"), "{stderr}");
-    (bootprof_report::read_trace(&dir).unwrap(), seen)
+    (bootprof_report::read_trace(&dir).unwrap(), out)
+}
+
+/// Under function-graph tracing every hooked frame's return address is the trampoline's (the
+/// program's own `__builtin_return_address` sees it); the recorded stacks still name the real
+/// callers, taken from the shadow stack. Address randomization is turned off (`setarch -R`) so
+/// that a plain run of the program says what the real return addresses are.
+#[test]
+fn stacks_under_function_graph_tracing_name_the_real_callers() {
+    let w = Work::new("stacks-graph");
+    let no_aslr = ["setarch", "-R"];
+    for (build, flags) in &BUILDS[..2] {
+        let exe = build_stacks(&w, build, flags);
+        let plain = Command::new(no_aslr[0])
+            .args(&no_aslr[1..])
+            .arg(&exe)
+            .arg("3")
+            .output()
+            .unwrap();
+        let seen = Seen::parse(&ok(&plain));
+        for mode in ["trap", "call"] {
+            let what = format!("{build} {mode} --graph");
+            let name = format!("{build}-{mode}-graph");
+            let options = ["--graph", "--mode", mode];
+            let (t, out) = run_traced_with(&w, &exe, &name, &options, &no_aslr);
+            let hooked = Seen::parse(&out);
+            assert_eq!(hooked.start, seen.start, "{what}: the same addresses");
+            for f in ["st_a", "st_b", "st_c"] {
+                assert_ne!(
+                    hooked.ret[f], seen.ret[f],
+                    "{what}: {f} returns via the trampoline"
+                );
+            }
+            let stacks = check_stacks(&t, &seen, &what);
+            let want = HashMap::from([
+                ("st:leaf".to_string(), 3),
+                ("st:tail".to_string(), 3),
+                ("st_c".to_string(), 3),
+            ]);
+            assert_eq!(stacks, want, "{what}");
+            let exits = (t.records.iter())
+                .filter(|r| r.kind == RecordKind::Exit)
+                .count();
+            assert_eq!(exits, 3 * 4 + 1, "{what}: every hooked call's EXIT");
+        }
+    }
 }
 
 #[test]
