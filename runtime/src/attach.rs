@@ -1,9 +1,10 @@
 //! Attaching: takes a knock (the `knock` module starts [`listener`] on its own thread); hands on
 //! one conversation with `bootprof attach` or `bootprof list --pid` over a unix socket (the
 //! requests are in `bootprof_format::attach`): the sites' list with their states and hits,
-//! sites enabled by pattern and mode, recording into the client's session directory, and, when
-//! the client detaches or goes away, exactly the sites this attach enabled disabled again and
-//! checked to hold their NOPs.
+//! sites enabled by pattern and mode, recording into the client's session directory or counting
+//! hits exactly, and, when the client detaches or goes away, exactly the sites this attach
+//! enabled disabled again and checked to hold their NOPs (and, counting, their hits while it
+//! was attached handed on).
 //!
 //! Only the program's own effective user, or root, gets in: the socket lies in that user's
 //! private directory (mode 0700, checked before it is used) and the peer's credentials
@@ -20,6 +21,9 @@ use bootprof_format::attach::{self as proto, SiteLine};
 use bootprof_format::lane::Keep;
 use bootprof_format::pattern::{self, Pattern};
 use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// Attaches that count hits, connected now: while there is one, hits are counted exactly.
+static COUNTING: AtomicUsize = AtomicUsize::new(0);
 
 /// How long the listener waits for the client that knocked to connect.
 const CONNECT_WAIT_MS: i32 = 10_000;
@@ -255,6 +259,8 @@ struct Session {
     notrace: Vec<Pattern>,
     /// Whether this attach started recording.
     recording: bool,
+    /// Counting (`count`): the hits each site of `enabled` had when this attach enabled it.
+    counted_from: Option<Vec<u64>>,
 }
 
 impl Session {
@@ -285,6 +291,7 @@ impl Session {
             "hello" => Ok(hello()),
             "list" => Ok(list()),
             "record" => self.record(rest),
+            "count" => self.count(),
             "notrace" => pattern::parse_list(rest)
                 .map(|list| {
                     self.notrace.extend(list);
@@ -305,11 +312,27 @@ impl Session {
         let (Some(keep), Some(capacity), Some(dir)) = (keep, capacity, parts.next()) else {
             return Err(format!("`record {rest}` is not `record KEEP RECORDS DIR`"));
         };
-        if self.recording {
-            return Err("this attach records already".into());
+        if self.recording || self.counted_from.is_some() {
+            return Err("this attach records or counts already".into());
         }
         recorder::start_attached(dir.as_bytes(), keep, capacity.max(1))?;
         self.recording = true;
+        Ok("ok\n".into())
+    }
+
+    /// `count`: from now until the detach, hits are counted exactly, and the detach hands on the
+    /// hits of the sites this attach enables from now on.
+    fn count(&mut self) -> Result<String, String> {
+        if self.recording || self.counted_from.is_some() {
+            return Err("this attach records or counts already".into());
+        }
+        if !self.enabled.is_empty() {
+            return Err("`count` must come before the first `enable`".into());
+        }
+        if COUNTING.fetch_add(1, Ordering::AcqRel) == 0 {
+            site::set_hit_path(site::COUNTS_FOR_ATTACH, true);
+        }
+        self.counted_from = Some(Vec::new());
         Ok("ok\n".into())
     }
 
@@ -322,15 +345,19 @@ impl Session {
             _ => return Err(format!("mode `{mode}` is neither trap nor call")),
         };
         let patterns = pattern::parse_list(list).map_err(|e| e.to_string())?;
-        let changed =
+        let (changed, hits) =
             registry::enable_disabled(&patterns, &self.notrace, mode).map_err(|e| e.to_string())?;
         let n = changed.len();
         self.enabled.extend(changed);
+        if let Some(from) = &mut self.counted_from {
+            from.extend(hits);
+        }
         Ok(format!("ok {n}\n"))
     }
 
     /// Stops recording, disables every site this attach enabled and checks that each holds its
-    /// NOP again: `ok RESTORED NOT_RESTORED`.
+    /// NOP again: `ok RESTORED NOT_RESTORED`; counting, after a [`SiteLine`] per site it enabled
+    /// (guards aside: their hits are their calls') with the hits it had while enabled.
     fn detach(&mut self) -> String {
         // The lane first: once a client sees the sites disabled, the session is whole.
         if self.recording {
@@ -346,8 +373,20 @@ impl Session {
             .filter(|s| s.state() == site::DISABLED && !registry::holds_nop(s))
             .count();
         let enabled = core::mem::take(&mut self.enabled);
+        let mut counts = String::new();
+        if let Some(from) = self.counted_from.take() {
+            // After the sites are disabled: nothing counts any more.
+            for (s, from) in enabled.iter().zip(from).filter(|(s, _)| !s.is_guard()) {
+                let hits = s.hits.load(Ordering::Relaxed).wrapping_sub(from);
+                counts.push_str(&site_line(s, hits).encode());
+                counts.push('\n');
+            }
+            if COUNTING.fetch_sub(1, Ordering::AcqRel) == 1 {
+                site::set_hit_path(site::COUNTS_FOR_ATTACH, false);
+            }
+        }
         match restored {
-            Ok(n) => format!("ok {n} {not_restored}\n"),
+            Ok(n) => format!("{counts}ok {n} {not_restored}\n"),
             Err(e) => format!(
                 "error {} of the {} sites this attach enabled could not be disabled: {e}\n",
                 enabled.len() - not_restored.min(enabled.len()),
@@ -373,29 +412,33 @@ fn list() -> String {
     let sites = site::lock().sites.clone();
     let mut out = String::new();
     for s in &sites {
-        let line = SiteLine {
-            id: s.id,
-            address: s.addr,
-            state: match s.mode() {
-                Some(Mode::Trap) => "trap",
-                Some(Mode::Call) => "call",
-                None => "disabled",
-            }
-            .into(),
-            holds_nop: registry::holds_nop(s),
-            hits: s.hits.load(Ordering::Relaxed),
-            kind: s.kind.name().into(),
-            provider: s.provider.into(),
-            name: s.name.into(),
-            function: s.function.into(),
-            demangled: s.demangled.into(),
-            func_offset: s.func_offset,
-        };
-        out.push_str(&line.encode());
+        out.push_str(&site_line(s, s.hits.load(Ordering::Relaxed)).encode());
         out.push('\n');
     }
     out.push_str(&format!("ok {}\n", sites.len()));
     out
+}
+
+/// `s` as a [`SiteLine`], with `hits`.
+fn site_line(s: &SiteRec, hits: u64) -> SiteLine {
+    SiteLine {
+        id: s.id,
+        address: s.addr,
+        state: match s.mode() {
+            Some(Mode::Trap) => "trap",
+            Some(Mode::Call) => "call",
+            None => "disabled",
+        }
+        .into(),
+        holds_nop: registry::holds_nop(s),
+        hits,
+        kind: s.kind.name().into(),
+        provider: s.provider.into(),
+        name: s.name.into(),
+        function: s.function.into(),
+        demangled: s.demangled.into(),
+        func_offset: s.func_offset,
+    }
 }
 
 /// The lines a client sends, read from its socket (a line that is not UTF-8 ends the talk).

@@ -114,7 +114,7 @@ pub(crate) fn fire(site: &'static SiteRec, args: [u64; 6], slot: u64, via: u8, f
         return;
     }
     let record = path & site::RECORDS != 0 && site.rec_kind != 0;
-    let exactly = path & site::COUNTS_EXACTLY != 0;
+    let exactly = path & (site::COUNTS_EXACTLY | site::COUNTS_FOR_ATTACH) != 0;
     if mask == 0 && !record {
         // Nothing runs and nothing is recorded: the hit is only counted. No thread-local
         // re-entry guard is needed (no handler of ours is on this path), and none is read.

@@ -220,12 +220,13 @@ pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
 
 /// Enables in `mode`, for `bootprof attach`, the sites matching one of `patterns` and none of
 /// `notrace` (nor of the program's notrace patterns) that are disabled now; returns them: the
-/// sites this caller alone turned on, for [`restore`] to turn off again.
+/// sites this caller alone turned on, for [`restore`] to turn off again; and the hits each had
+/// just before (a disabled site is not hit, so a count from these is exactly the new hits).
 pub(crate) fn enable_disabled(
     patterns: &[Pattern],
     notrace: &[Pattern],
     mode: Mode,
-) -> Result<Vec<&'static SiteRec>, Error> {
+) -> Result<(Vec<&'static SiteRec>, Vec<u64>), Error> {
     let reg = lock();
     let chosen: Vec<&'static SiteRec> = reg
         .sites
@@ -234,8 +235,11 @@ pub(crate) fn enable_disabled(
         .filter(|s| s.state() == DISABLED && patterns.iter().any(|p| s.matches(p)))
         .filter(|s| !notrace.iter().chain(&reg.notrace).any(|n| s.matches(n)))
         .collect();
+    let hits = (chosen.iter())
+        .map(|s| s.hits.load(core::sync::atomic::Ordering::Relaxed))
+        .collect();
     switch_locked(chosen.clone(), mode as u8)?;
-    Ok(chosen)
+    Ok((chosen, hits))
 }
 
 /// Disables those of `sites` that are still registered and enabled (the program may have

@@ -176,6 +176,10 @@ pub(crate) const RECORDS: u8 = 1;
 /// Bit of [`hit_path`]: hits are counted exactly (`BOOTPROF_COUNT=1`); set before the first site
 /// registers, never cleared.
 pub(crate) const COUNTS_EXACTLY: u8 = 2;
+/// Bit of [`hit_path`]: hits are counted exactly for an attach that counts (`bootprof attach
+/// --count`), while one is attached; unlike [`COUNTS_EXACTLY`] the process does not count on its
+/// own (it writes no counts at exit).
+pub(crate) const COUNTS_FOR_ATTACH: u8 = 4;
 
 /// What a hit does besides running its handlers ([`RECORDS`], [`COUNTS_EXACTLY`]).
 #[inline]

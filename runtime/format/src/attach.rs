@@ -22,9 +22,10 @@
 //! | `hello 1` | `ok 1 PID SITES` |
 //! | `list` | one [`SiteLine`] per registered site, then `ok COUNT` |
 //! | `record KEEP RECORDS DIR` | a lane for this process in the session directory DIR (which the client made), recording from now: `ok` |
+//! | `count` | (instead of `record`, before the first `enable`) hits counted exactly from now until the detach: `ok` |
 //! | `notrace PATTERNS` | the comma-separated patterns this attach never enables: `ok` |
 //! | `enable trap\|call PATTERNS` | the disabled sites matching the patterns enabled: `ok CHANGED` |
-//! | `detach` | recording stopped, every site this attach enabled disabled and checked to hold its NOP again: `ok RESTORED NOT_RESTORED` (the second 0 unless the text could not be written back) |
+//! | `detach` | recording stopped, every site this attach enabled disabled and checked to hold its NOP again: `ok RESTORED NOT_RESTORED` (the second 0 unless the text could not be written back); after `count`, first a [`SiteLine`] per site it enabled (guards aside), its `hits` those made while it was enabled |
 //!
 //! A client that goes away without `detach` (killed, or its connection broken) is detached all
 //! the same.

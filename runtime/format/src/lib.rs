@@ -172,6 +172,11 @@ impl Kind {
         Kind::ALL.iter().copied().find(|k| *k as u8 == byte)
     }
 
+    /// The kind whose [`Kind::name`] is `name`, if any.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
     /// Short lowercase name, as printed by `bootprof list`.
     pub fn name(self) -> &'static str {
         match self {

@@ -3,11 +3,15 @@
 //! session directory, and detach (at the end of `--duration`, on Ctrl-C, SIGTERM or SIGHUP, or
 //! when bootprof itself is killed: the runtime detaches when the connection breaks), which
 //! disables exactly the sites this attach enabled and checks that each holds its NOP again.
+//! With `--count` it records nothing: the runtime counts the hits of the sites it enabled,
+//! exactly, and hands them on at the detach, printed as `bootprof run --count` prints its table.
 //! The process runs on. `bootprof list --pid` prints the live state of every site.
 
 use crate::channel::Channel;
 use crate::run::{parse_duration, KeepArg, Mode, Session};
 use bootprof_format::attach::SiteLine;
+use bootprof_format::counts::{self, Row};
+use bootprof_format::Kind;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +30,11 @@ pub struct AttachOptions {
     /// How enabled sites fire.
     #[arg(long, value_enum, default_value = "trap")]
     pub mode: Mode,
+    /// Record nothing: count the hits of the sites this attach enables, exactly (however many
+    /// threads hit one site at once), and print them on detaching, as a table on standard
+    /// output.
+    #[arg(long, conflicts_with_all = ["output", "keep", "buffer", "live"])]
+    pub count: bool,
     /// The session directory to create (it must not exist); default
     /// `bootprof.<pid>.attach<N>.session`, N the first number free.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
@@ -66,10 +75,13 @@ extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// Attaches, records until it is time to detach, detaches; returns the exit code (0, or 1 when
-/// a site could not be restored).
+/// Attaches, records (or counts) until it is time to detach, detaches; returns the exit code
+/// (0, or 1 when a site could not be restored or the process ended while attached).
 pub fn attach(options: AttachOptions) -> Result<i32, String> {
     let mut channel = Channel::open(options.pid, options.signal.as_deref())?;
+    if options.count {
+        return attach_counting(channel, &options);
+    }
     let pid = options.pid;
     let dir = match &options.output {
         Some(d) => d.clone(),
@@ -77,12 +89,7 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
     };
     let mut session = Session::create(&dir, options.keep.keep())?;
     session.started(pid);
-    // From before the first site is enabled: a Ctrl-C from then on detaches cleanly (at once, if
-    // it comes while the sites are being enabled), never ends bootprof half-way.
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only stores to an atomic.
-        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
-    }
+    catch_stop_signals();
     let prepared = channel
         .target
         .give_to_user(session.dir())
@@ -99,15 +106,10 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
         }
     };
     eprintln!(
-        "bootprof: attached to process {pid}: {enabled} site{} enabled in {} mode, recording \
-         into {}; {}",
-        if enabled == 1 { "" } else { "s" },
-        options.mode.name(),
+        "bootprof: attached to process {pid}: {}, recording into {}; {}",
+        enabled_sites(enabled, &options),
         session.dir().display(),
-        match options.duration {
-            Some(ns) => format!("detaching after {}", crate::intervals::duration(ns as f64)),
-            None => "Ctrl-C detaches".into(),
-        }
+        until_when(&options)
     );
     let mut live = options
         .live
@@ -128,28 +130,124 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
     session.detached();
     let show = session.dir().display().to_string();
     match result {
-        Ok(ok) => {
-            let mut n = ok
-                .split_whitespace()
-                .map(|w| w.parse::<usize>().unwrap_or(0));
-            let (restored, bad) = (n.next().unwrap_or(0), n.next().unwrap_or(0));
-            eprintln!(
-                "bootprof: detached from process {pid}: {restored} site{} disabled again, \
-                 {}; read the session with `bootprof report {show}`",
-                if restored == 1 { "" } else { "s" },
-                if bad == 0 {
-                    "each holds its NOP".to_string()
-                } else {
-                    format!("{bad} do NOT hold their NOP")
-                }
-            );
-            Ok(if bad == 0 { 0 } else { 1 })
-        }
+        Ok(ok) => Ok(say_detached(
+            pid,
+            &ok,
+            &format!("read the session with `bootprof report {show}`"),
+        )),
         Err(e) => {
             eprintln!("bootprof: {e}; the session {show} holds what it recorded until then");
             Ok(1)
         }
     }
+}
+
+/// `bootprof attach --count`: enables the chosen sites with hits counted exactly, waits, detaches
+/// and prints the hits each had while attached (on standard output; what happens on stderr).
+fn attach_counting(mut channel: Channel, options: &AttachOptions) -> Result<i32, String> {
+    let pid = options.pid;
+    catch_stop_signals();
+    let enabled = channel
+        .request("count")
+        .and_then(|_| enable_sites(&mut channel, options))?;
+    eprintln!(
+        "bootprof: attached to process {pid}: {}, counting their hits; {}",
+        enabled_sites(enabled, options),
+        until_when(options)
+    );
+    let since = Instant::now();
+    let until = options
+        .duration
+        .map(|ns| Instant::now() + Duration::from_nanos(ns));
+    if wait(&channel, until, None) {
+        eprintln!("bootprof: process {pid} ended while attached: its counts went with it");
+        return Ok(1);
+    }
+    let (lines, ok) = channel.request("detach")?;
+    let sites: Vec<SiteLine> = lines.iter().filter_map(|l| SiteLine::decode(l)).collect();
+    let rows = counts::rows(sites.iter().filter_map(|s| {
+        let kind = Kind::from_name(&s.kind)?;
+        let function = if s.demangled.is_empty() {
+            &s.function
+        } else {
+            &s.demangled
+        };
+        Some(Row {
+            hits: s.hits,
+            kind,
+            site: counts::site_name(kind, &s.provider, &s.name, function),
+        })
+    }));
+    let unknown = (sites.iter())
+        .filter(|s| Kind::from_name(&s.kind).is_none())
+        .count();
+    if unknown > 0 {
+        // Only from a runtime of another build: said, not left out silently.
+        eprintln!(
+            "bootprof: {unknown} sites of process {pid} are of kinds this bootprof does not \
+             know: left out of the table"
+        );
+    }
+    let mut table = String::new();
+    if rows.is_empty() {
+        table.push_str("no site enabled\n");
+    } else {
+        counts::write_table(&rows, "", &mut table);
+    }
+    eprintln!(
+        "bootprof: hit counts of process {pid} while attached ({}):",
+        crate::intervals::duration(since.elapsed().as_nanos() as f64)
+    );
+    print!("{table}");
+    // The table before what follows it on a terminal.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    Ok(say_detached(pid, &ok, "each count is exact"))
+}
+
+/// From before the first site is enabled: a Ctrl-C (SIGTERM, SIGHUP) from then on detaches
+/// cleanly (at once, if it comes while the sites are being enabled), never ends bootprof
+/// half-way.
+fn catch_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+}
+
+/// `N sites enabled in MODE mode`.
+fn enabled_sites(n: usize, options: &AttachOptions) -> String {
+    format!(
+        "{n} site{} enabled in {} mode",
+        if n == 1 { "" } else { "s" },
+        options.mode.name()
+    )
+}
+
+/// When the attach ends: `detaching after 1 s`, or `Ctrl-C detaches`.
+fn until_when(options: &AttachOptions) -> String {
+    match options.duration {
+        Some(ns) => format!("detaching after {}", crate::intervals::duration(ns as f64)),
+        None => "Ctrl-C detaches".into(),
+    }
+}
+
+/// Says what the detach's `ok RESTORED NOT_RESTORED` means, then `then`; returns the exit code:
+/// 1 when a site does not hold its NOP again.
+fn say_detached(pid: u32, ok: &str, then: &str) -> i32 {
+    let mut n = ok
+        .split_whitespace()
+        .map(|w| w.parse::<usize>().unwrap_or(0));
+    let (restored, bad) = (n.next().unwrap_or(0), n.next().unwrap_or(0));
+    eprintln!(
+        "bootprof: detached from process {pid}: {restored} site{} disabled again, {}; {then}",
+        if restored == 1 { "" } else { "s" },
+        if bad == 0 {
+            "each holds its NOP".to_string()
+        } else {
+            format!("{bad} do NOT hold their NOP")
+        }
+    );
+    i32::from(bad != 0)
 }
 
 /// Asks the process to record into the session and to enable the chosen sites; returns how
@@ -165,6 +263,12 @@ fn enable(
         options.buffer.max(1),
         session.dir().display()
     ))?;
+    enable_sites(channel, options)
+}
+
+/// Asks the process to enable the chosen sites (the -x patterns first); returns how many it
+/// enabled.
+fn enable_sites(channel: &mut Channel, options: &AttachOptions) -> Result<usize, String> {
     if !options.notrace.is_empty() {
         channel.request(&format!("notrace {}", options.notrace.join(",")))?;
     }

@@ -1043,3 +1043,82 @@ fn what_cannot_be_attached_to_is_said() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `bootprof attach --count`: the hits of the sites it enabled while it was attached, exact with
+/// four threads on one site (the runtime's plain counter loses some), in both modes; hits before
+/// and after it, and those of an earlier attach, are not in its table; the program prints no
+/// table of its own at exit.
+#[test]
+fn an_attach_counts_exactly_the_hits_made_while_attached() {
+    let w = Work::new("attach-count");
+    let exe = w.build("attach_count", &["attach_count.c"], &[], &[]);
+    let mut child = Command::new(&exe)
+        .env_remove("BOOTPROF_ENABLE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut run_hits = |n: u64| {
+        use std::io::Write;
+        writeln!(input, "{n}").unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line == "ready\n" || line == format!("done {n}\n"), "{line}");
+        if line == "ready\n" {
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line, format!("done {n}\n"));
+        }
+    };
+    let pid = child.id().to_string();
+    run_hits(1000);
+    for (mode, n) in [("trap", 20_000u64), ("call", 250_000), ("call", 100_000)] {
+        let mut client = Command::new(tools().join("bootprof"))
+            .args(["attach", &pid, "--count", "--mode", mode, "-e", "ac:*"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = BufReader::new(client.stderr.take().unwrap());
+        let mut line = String::new();
+        said.read_line(&mut line).unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "bootprof: attached to process {pid}: 4 sites enabled in {mode} mode, counting"
+            )),
+            "{line}"
+        );
+        run_hits(n);
+        Command::new("kill")
+            .args(["-INT", &client.id().to_string()])
+            .status()
+            .unwrap();
+        let mut rest = String::new();
+        said.read_to_string(&mut rest).unwrap();
+        let o = client.wait_with_output().unwrap();
+        assert!(o.status.success(), "{rest}");
+        assert!(
+            rest.contains("4 sites disabled again, each holds its NOP"),
+            "{rest}"
+        );
+        let table = String::from_utf8(o.stdout).unwrap();
+        let want = format!(
+            "     hits  kind        site\n{:>9}  probe       ac:hot\n{:>9}  probe       ac:warm\n",
+            4 * n,
+            2 * n
+        );
+        assert_eq!(table, want, "{mode} mode, {n} hits a thread");
+        run_hits(1000);
+    }
+    drop(input);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "",
+        "no table of its own"
+    );
+}
