@@ -15,7 +15,7 @@
 //! `--print-pkg-config-dir` ([`Query`]): where a build finds the header and the runtime without
 //! bootprof's sources.
 
-use crate::args::LinkLine;
+use crate::args::{ArgKind, LinkLine};
 use crate::error::{Error, Result};
 use crate::stubs::{REGISTER_SYMBOL, UNREGISTER_SYMBOL};
 use crate::{cache, prelink};
@@ -192,8 +192,11 @@ pub const WRAPPED: [(&str, bool); 6] = [
     ("_Unwind_Backtrace", false),
 ];
 
-/// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, for
-/// partial links (`-r`), and for links without the C library. A shared object gets the runtime
+/// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, and
+/// for partial links (`-r`, whose sites are rewritten by the final link). A link without the
+/// default libraries (`-nostdlib`, `-nodefaultlibs`) gets the runtime when it names the C
+/// library itself (which the runtime needs); one that does not is refused, since its table
+/// would have no runtime to enable it (`--no-runtime` asks for that). A shared object gets the runtime
 /// for shared objects, an executable the other. A Rust program that depends on the
 /// `bootprof-runtime` crate has the runtime already (its rlib, with the standard library); one
 /// that does not gets the runtime object as a C program does (its symbols local, so its `core`
@@ -230,19 +233,50 @@ pub fn runtime_args(
             entry_point_args(output, vec![object.display().to_string()], walks_stacks)
         });
     }
-    if has(&["-nostdlib", "-nodefaultlibs"]) {
-        return Ok(Vec::new());
-    }
     let mut libraries = vec![
         runtime.object_to_link(output)?.display().to_string(),
         "-lm".into(),
     ];
+    if has(&["-nostdlib", "-nodefaultlibs"]) {
+        if !names_the_c_library(line) {
+            return Err(Error::Refused {
+                at: crate::error::Location::file(line.output.display().to_string()),
+                what: "this link has probe or hook sites but no C library (-nostdlib or \
+                       -nodefaultlibs without -lc), which the bootprof runtime needs: the site \
+                       table would have no runtime to enable it. Name the C library (-lc), or \
+                       pass --no-runtime to bootprof-link to link the table without a runtime \
+                       (the program's sites then stay disabled unless it links one itself)"
+                    .into(),
+            });
+        }
+        // After the runtime object too: a static C library named before it was searched before
+        // the runtime's references to it existed.
+        libraries.push("-lc".into());
+    }
     if output == Output::SharedObject {
         // The rule for which copy serves calls dlopen, dlsym and dladdr: in the C library
         // since glibc 2.34 (libdl.a is then empty), in libdl before.
         libraries.push("-ldl".into());
     }
     Ok(entry_point_args(output, libraries, walks_stacks))
+}
+
+/// Whether `line` names the C library itself: `-lc` (`-l c`, `-l:libc.so.6`, ...) or a path to
+/// `libc.so*` or `libc.a`.
+fn names_the_c_library(line: &LinkLine) -> bool {
+    let is_libc = |name: &str| name == "libc.a" || name.starts_with("libc.so");
+    (0..line.args.len()).any(|i| {
+        let file_name = Path::new(&line.args[i])
+            .file_name()
+            .and_then(|n| n.to_str());
+        match line.kinds[i] {
+            ArgKind::Library => line
+                .library_name(i)
+                .is_some_and(|l| l == "c" || l.strip_prefix(':').is_some_and(is_libc)),
+            ArgKind::File => file_name.is_some_and(is_libc),
+            _ => false,
+        }
+    })
 }
 
 /// `libraries` (what links the runtime) with the flags around them: `-u` pulls the runtime's

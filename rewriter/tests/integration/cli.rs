@@ -456,7 +456,8 @@ fn both_gather_modes_rewrite_calls_to_probes_the_program_defines() {
 }
 
 /// `-static-pie` (the runtime inside, probes enabled from the environment) and `-nostdlib` (no
-/// C library: no runtime, the stubs alone) both link and run.
+/// C library: with `--no-runtime`, which such a link needs, the stubs alone) both link and
+/// run.
 #[test]
 fn static_pie_and_nostdlib_links() {
     let dir = TempDir::new("static-pie-nostdlib");
@@ -489,11 +490,19 @@ fn static_pie_and_nostdlib_links() {
     );
     let obj = compile_c(&dir.join("n.c"), &dir.join("n.o"), &["-O2", "-fno-pie"]);
     let exe = dir.join("bare");
-    run(
-        cmd(link_bin(), ["cc", "-nostdlib", "-static", "-no-pie", "-o"])
-            .arg(&exe)
-            .arg(&obj),
+    run(cmd(
+        link_bin(),
+        [
+            "--no-runtime",
+            "cc",
+            "-nostdlib",
+            "-static",
+            "-no-pie",
+            "-o",
+        ],
     )
+    .arg(&exe)
+    .arg(&obj))
     .ok();
     assert_eq!(run(cmd(&exe, [] as [&str; 0])).code, Some(7));
     let listed = run(cmd(BOOTPROF, ["list".as_ref(), exe.as_os_str()]))

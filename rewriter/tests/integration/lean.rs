@@ -91,3 +91,62 @@ fn static_and_static_pie_links_are_quiet_and_work() {
         runs_and_traces(&t, &ours, name);
     }
 }
+
+/// A link without the default libraries (`-nostdlib`, start files and the C library named by
+/// hand, as some build systems do) gets the runtime when it names the C library, and traces;
+/// one that names no C library is refused with the output's name and no output file, since its
+/// table would have no runtime to enable it; `--no-runtime` links such a table on request.
+#[test]
+fn links_without_the_default_libraries_get_the_runtime_or_are_refused() {
+    let t = TempDir::new("lean-nostdlib");
+    let src = t.join("hello.c");
+    write(&src, HELLO);
+    let object = t.join("hello.o");
+    run(cmd("cc", ["-O2", "-pg", "-mfentry", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&object))
+    .ok();
+    let file = |name: &str| {
+        let out = run(cmd("cc", [format!("-print-file-name={name}")])).ok();
+        out.stdout.trim().to_string()
+    };
+    let start: Vec<String> = ["Scrt1.o", "crti.o", "crtbeginS.o"].map(file).to_vec();
+    let end: Vec<String> = ["crtendS.o", "crtn.o"].map(file).to_vec();
+    let link = |name: &str, options: &[&str], libraries: &[&str]| {
+        let output = t.join(name);
+        let out = run(cmd(crate::util::link_bin(), options)
+            .args(["cc", "-nostdlib"])
+            .args(&start)
+            .arg(&object)
+            .args(libraries)
+            .args(&end)
+            .arg("-o")
+            .arg(&output));
+        (output, out)
+    };
+    let (named, out) = link("named", &[], &["-lc"]);
+    let out = out.ok();
+    assert_eq!(out.stderr, "", "{out}");
+    runs_and_traces(&t, &named, "named");
+
+    let (bare, out) = link("bare", &[], &[]);
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(
+        out.stderr.contains(&format!(
+            "{}: this link has probe or hook sites but no C library",
+            bare.display()
+        )),
+        "{out}"
+    );
+    assert!(out.stderr.contains("--no-runtime"), "{out}");
+    assert!(!bare.exists(), "no output");
+
+    let (asked, out) = link("asked", &["--no-runtime"], &["-lc"]);
+    out.ok();
+    let symbols = run(cmd("nm", [&asked])).ok().stdout;
+    assert!(
+        symbols.contains(" w bootprof_register") && !symbols.contains(" T bootprof_register"),
+        "{symbols}"
+    );
+}
