@@ -14,7 +14,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .common import BIN, HERE, INCLUDE, LINK, TOOL, VARIANTS, WORK, Failure, log, run
+from .common import (BIN, DOCS_ONLY, HERE, INCLUDE, LINK, TOOL, VARIANTS, WORK, Failure, log,
+                     run)
 from .sources import source_dir
 
 
@@ -309,7 +310,8 @@ def build_all(session, progs):
             d = build_mksh(v, logf)
         else:
             d = build_sqlite3(v, logf, testfixture=not (session.ci or session.bench)
-                              and (v == "plain" or VARIANTS[v]["bootprof"]))
+                              and (v == "plain" or VARIANTS[v]["bootprof"])
+                              and v not in DOCS_ONLY)
         log(f"built {prog} {v} in {time.perf_counter() - t0:.0f} s")
         return job, d
 

@@ -25,6 +25,17 @@ GRAPH_VARIANTS = {"sqlite3": ["fentry"], "mksh": ["fentry"]}
 # The variants --bench times: what the whole-program cost figure compares.
 TIMED = ["plain", "gprof", "gprof-fentry", "fentry"]
 
+# Inlining, cloning, and the interprocedural analyses that drop or merge calls of functions
+# found to have no side effects, all off: a -pg -mfentry build and a -finstrument-functions build
+# then have the same functions and the same calls (at -O2 gcc inlines and clones, and
+# -finstrument-functions still hooks the functions it inlined and keeps the calls its hooks
+# make impure), so their start-up charts can be compared call for call.
+NO_INLINING = ["-fno-inline", "-fno-ipa-cp", "-fno-ipa-cp-clone", "-fno-ipa-sra",
+               "-fno-partial-inlining", "-fno-ipa-icf", "-fno-reorder-blocks-and-partition",
+               "-fno-ipa-pure-const", "-fno-ipa-modref"]
+# The variants built only for the docs' comparison of the two charts (sqlite3, --docs).
+DOCS_ONLY = ["fentry-noinline", "instrument-noinline"]
+
 # The variants: compiler flags on top of the program's own, and whether bootprof-link links.
 VARIANTS = {
     "plain": dict(flags=[], bootprof=False, what="plain build"),
@@ -42,6 +53,14 @@ VARIANTS = {
     ),
     "probes": dict(
         flags=[f"-I{INCLUDE}"], bootprof=True, what="named probes (bootprof.h), bootprof-link"
+    ),
+    "fentry-noinline": dict(
+        flags=NO_INLINING + ["-pg", "-mfentry"], bootprof=True,
+        what="-pg -mfentry without inlining or cloning, bootprof-link"
+    ),
+    "instrument-noinline": dict(
+        flags=NO_INLINING + ["-finstrument-functions"], bootprof=True,
+        what="-finstrument-functions without inlining or cloning, bootprof-link"
     ),
     # The second linker: lld through the compiler driver, as a CMake user would choose it.
     "fentry-lld": dict(
@@ -112,16 +131,19 @@ class Session:
         if self.bench:
             chosen = TIMED
         elif prog == "sqlite3":
-            chosen = ["plain", "fentry"] if self.ci else [v for v in VARIANTS if v != "fentry-lld"]
+            chosen = ["plain", "fentry"] if self.ci else [
+                v for v in VARIANTS
+                if v != "fentry-lld" and (v not in DOCS_ONLY or self.args.docs)]
         elif prog == "jsoncpp":
-            chosen = JSONCPP_CI if self.ci else [v for v in VARIANTS if v != "probes"]
+            chosen = JSONCPP_CI if self.ci else [
+                v for v in VARIANTS if v != "probes" and v not in DOCS_ONLY]
         elif prog == "mksh":
             # A shell whose errors, `return`, `break` and `exit` are siglongjmp: the -pg -mfentry
             # build, traced with --graph (and the plain build but in CI: its tests, which take
             # half a minute of sleeps a run, check their own outputs).
             chosen = ["fentry"] if self.ci else ["plain", "fentry"]
         else:
-            chosen = [v for v in VARIANTS if v not in ("probes", "fentry-lld")]
+            chosen = [v for v in VARIANTS if v not in ["probes", "fentry-lld"] + DOCS_ONLY]
         wanted = getattr(self.args, "variants", None)
         if wanted:
             # The plain build is what every other one is compared with.

@@ -12,7 +12,7 @@ import subprocess
 import workloads
 
 from .builds import executable
-from .common import ROOT, TOOL, Failure, log
+from .common import NO_INLINING, ROOT, TOOL, Failure, log
 
 
 def chart(trace, svg, scratch):
@@ -96,44 +96,71 @@ def point_counts(trace):
     return {r.split()[0]: int(r.split()[1]) for r in rows if r.strip()}, table
 
 
+# The pairs of builds whose start-up charts docs/sqlite3-startup-compare.txt compares: the
+# -finstrument-functions build and the -pg -mfentry build traced with --graph, at -O2 as sqlite3
+# ships (gcc inlines and clones differently in the two), and both without inlining or cloning
+# (common.NO_INLINING), where they must have the same functions and calls; with the file names
+# of each pair's charts (sqlite3-startup.svg is make_docs's own).
+CHART_PAIRS = [
+    ("instrument", "fentry", "sqlite3-startup.svg", "sqlite3-startup-graph.svg"),
+    ("instrument-noinline", "fentry-noinline", "sqlite3-startup-noinline.svg",
+     "sqlite3-startup-graph-noinline.svg"),
+]
+
+
 def graph_chart(session, dirs, db, scratch):
-    """The same start-up from the -pg -mfentry build under --graph: docs/sqlite3-startup-graph.svg
-    (.png) and its summary, and docs/sqlite3-startup-compare.txt, its calls per function against
-    the -finstrument-functions chart's, and the spans of STARTUP_RUNS runs of each."""
+    """The start-up from each pair of CHART_PAIRS whose builds there are: the
+    -finstrument-functions build traced plainly, the -pg -mfentry build under --graph, each
+    STARTUP_RUNS times; the charts of the fastest run of each, with their summaries, and
+    docs/sqlite3-startup-compare.txt, each pair's calls per function and spans. A difference in
+    the pair without inlining is a problem."""
     docs = ROOT / "docs"
-    spans, counts = {}, {}
-    for build, graph in [("instrument", False), ("fentry", True)]:
-        runs = []
-        for i in range(STARTUP_RUNS):
-            trace = scratch / f"startup-{build}-{i}.session"
-            startup(dirs[build] / "sqlite3", db, trace, graph)
-            runs.append((recorded_span(trace), trace))
-        spans[build] = sorted(s for s, _ in runs)
-        counts[build] = point_counts(min(runs)[1])[0]
-        if graph:
-            svg = docs / "sqlite3-startup-graph.svg"
-            summary = chart(min(runs)[1], svg, scratch)
-            (docs / "sqlite3-startup-graph-summary.txt").write_text(summary)
-    text = compare_counts(counts["instrument"], counts["fentry"], spans)
-    (docs / "sqlite3-startup-compare.txt").write_text(text)
-    session.results["docs-graph"] = dict(spans_ms=spans, compare=text)
-    log("wrote docs/sqlite3-startup-graph.svg, docs/sqlite3-startup-compare.txt")
+    sections, results = [], {}
+    for inst, fentry, inst_svg, fentry_svg in CHART_PAIRS:
+        if inst not in dirs or fentry not in dirs:
+            continue
+        spans, counts = {}, {}
+        for build, graph, svg in [(inst, False, inst_svg), (fentry, True, fentry_svg)]:
+            runs = []
+            for i in range(STARTUP_RUNS):
+                trace = scratch / f"startup-{build}-{i}.session"
+                startup(dirs[build] / "sqlite3", db, trace, graph)
+                runs.append((recorded_span(trace), trace))
+            spans[build] = sorted(s for s, _ in runs)
+            counts[build] = point_counts(min(runs)[1])[0]
+            if svg != "sqlite3-startup.svg":
+                summary = chart(min(runs)[1], docs / svg, scratch)
+                (docs / svg.replace(".svg", "-summary.txt")).write_text(summary)
+        text, equal = compare_counts(counts[inst], counts[fentry], spans, inst_svg, fentry_svg)
+        sections.append(text)
+        results[fentry] = dict(spans_ms=spans, compare=text)
+        if fentry.endswith("-noinline") and not equal:
+            session.problem("sqlite3 without inlining: the -pg -mfentry --graph chart and the "
+                            "-finstrument-functions chart differ in functions or calls "
+                            "(docs/sqlite3-startup-compare.txt)")
+    head = ["# The sqlite3 shell's start-up and first query (tests/realworld/run --docs): calls per",
+            "# function (bootprof report --format points) of a -finstrument-functions build against",
+            "# the -pg -mfentry build of the same source traced with bootprof run --graph --mode",
+            f"# call, the fastest of {STARTUP_RUNS} runs of each; at -O2, and without inlining or",
+            "# cloning (" + " ".join(NO_INLINING) + ").", "", ""]
+    (docs / "sqlite3-startup-compare.txt").write_text("\n".join(head) + "".join(sections))
+    session.results["docs-graph"] = results
+    log("wrote the --graph charts and docs/sqlite3-startup-compare.txt")
 
 
-def compare_counts(inst, graph, spans):
-    """The comparison of calls per function, as text: the functions both charts have, with equal
-    or different counts, and those only one has (gcc inlines differently in the two builds: a
-    -finstrument-functions build calls its hooks for inlined functions too)."""
+def compare_counts(inst, graph, spans, inst_svg, graph_svg):
+    """The comparison of calls per function, as text, and whether the two agree: the functions
+    both charts have, with equal or different counts, and those only one has (at -O2 gcc inlines
+    differently in the two builds: a -finstrument-functions build calls its hooks for inlined
+    functions too)."""
     both = sorted(set(inst) & set(graph))
     same = [f for f in both if inst[f] == graph[f]]
     differ = [f for f in both if inst[f] != graph[f]]
     only_i = sorted(set(inst) - set(graph), key=lambda f: -inst[f])
     only_g = sorted(set(graph) - set(inst), key=lambda f: -graph[f])
-    out = ["# The sqlite3 shell's start-up and first query (tests/realworld/run --docs): calls per",
-           "# function (bootprof report --format points) of the -finstrument-functions build",
-           "# (docs/sqlite3-startup.svg) against the -pg -mfentry build under bootprof run --graph",
-           "# --mode call (docs/sqlite3-startup-graph.svg), the fastest of "
-           f"{STARTUP_RUNS} runs of each.", "",
+    builds = list(spans)
+    out = [f"## {builds[0]} (docs/{inst_svg}) against {builds[1]} with --graph "
+           f"(docs/{graph_svg})", "",
            f"functions in both: {len(both)}; same calls: {len(same)} "
            f"({sum(inst[f] for f in same):,} calls); different: {len(differ)}",
            f"only -finstrument-functions (inlined in the -pg build): {len(only_i)} "
@@ -147,7 +174,7 @@ def compare_counts(inst, graph, spans):
     out += [f"  {f} {inst[f]}" for f in only_i[:40]]
     out += ["", "only -pg -mfentry --graph:"]
     out += [f"  {f} {graph[f]}" for f in only_g[:40]]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n", not (differ or only_i or only_g)
 
 
 # The document jsoncpp's chart reads: one of its own test files, small enough that the chart
