@@ -439,11 +439,13 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
-    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
+    // One vector for the three steps' writes (thousands of sites: its pages are touched once).
+    let mut writes: Vec<(u64, &[u8])> = Vec::with_capacity(sites.len());
+    writes.extend(sites.iter().map(|s| (s.addr, &[code::INT3][..])));
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
-    let step1 = unsafe { text::write_batch(&int3) };
+    let step1 = unsafe { text::write_batch(&writes) };
     if let Err(e) = step1 {
         for s in sites {
             s.state
@@ -452,21 +454,20 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
         return Err(Error::Text(e));
     }
     text::sync_cores();
-    let rest: Vec<(u64, &[u8])> = sites
-        .iter()
-        .zip(&new)
-        .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()]))
-        .collect();
+    writes.clear();
+    writes.extend(
+        sites
+            .iter()
+            .zip(&new)
+            .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()])),
+    );
     // SAFETY: see above; the same pages were writable a moment ago.
-    unsafe { text::write_batch(&rest) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
-    let first: Vec<(u64, &[u8])> = sites
-        .iter()
-        .zip(&new)
-        .map(|(s, b)| (s.addr, &b[..1]))
-        .collect();
+    writes.clear();
+    writes.extend(sites.iter().zip(&new).map(|(s, b)| (s.addr, &b[..1])));
     // SAFETY: see above.
-    unsafe { text::write_batch(&first) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
     for s in sites {
         s.state.store(done, Ordering::Release);
