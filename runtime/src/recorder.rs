@@ -145,6 +145,8 @@ fn open(capacity: usize, keep: Keep) -> bool {
         keep,
         limit_chunks: chunks,
     };
+    // The tables registered so far are read before the lane exists, and described once below.
+    drop(site::lock());
     if let Err(e) = buffer::create(setup, session) {
         note(&e);
         if !buffer::exists() {
@@ -152,8 +154,7 @@ fn open(capacity: usize, keep: Keep) -> bool {
         }
     }
     install_process_hooks(true);
-    let reg = site::lock();
-    describe_sites(&reg.sites);
+    describe_tables(&site::lock());
     crate::latency::setup();
     true
 }
@@ -182,7 +183,7 @@ pub(crate) fn start_attached(dir: &[u8], keep: Keep, capacity: usize) -> Result<
     ATTACHED.store(true, Ordering::Release);
     // No handlers for fatal signals: an attach changes no disposition of the program's.
     install_process_hooks(false);
-    describe_sites(&site::lock().sites);
+    describe_tables(&site::lock());
     STARTED.store(true, Ordering::Relaxed);
     site::set_hit_path(site::RECORDS, true);
     Ok(())
@@ -221,12 +222,39 @@ pub fn stop() {
     site::set_hit_path(site::RECORDS, false);
 }
 
-/// Writes the names of newly registered `sites` into the lane (a metadata blob), so its records
-/// can be read without the process.
-pub(crate) fn describe_sites(sites: &[&'static SiteRec]) {
-    if !buffer::exists() || sites.is_empty() {
+/// Describes the sites of every table read so far in the lane (see [`describe_table`]).
+fn describe_tables(reg: &site::Registry) {
+    for table in &reg.tables {
+        describe_table(table);
+    }
+}
+
+/// Describes the sites of a table just read in the lane, so that its records can be read
+/// without the process: a copy of the table, in one piece, when it holds all its names (as
+/// `bootprof-link` writes them), else the names of each site (a metadata blob).
+pub(crate) fn describe_table(table: &site::Table) {
+    let Some(first) = table.sites.first() else {
+        return;
+    };
+    if !buffer::exists() {
         return;
     }
+    if !table.self_contained {
+        describe_sites(table.sites);
+        return;
+    }
+    let meta = Meta::Table {
+        first_id: first.id,
+        address: table.bytes.as_ptr() as u64,
+        table: table.bytes,
+    };
+    buffer::append_meta(meta.encoded_len(), buffer::Wait::Yes, |room| {
+        meta.encode(room)
+    });
+}
+
+/// Writes the names of `sites` into the lane (a metadata blob).
+fn describe_sites(sites: &[SiteRec]) {
     let metas: Vec<Meta> = sites
         .iter()
         .map(|s| Meta::Site {

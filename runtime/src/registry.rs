@@ -48,18 +48,77 @@ impl From<PatternError> for Error {
     }
 }
 
-/// Reads the NUL-terminated string at `addr`.
+/// The names of a table's sites, as `&'static str` with the C string each is the start of.
 ///
-/// # Safety
-/// `addr` must point at a NUL-terminated string that lives for the rest of the program.
-unsafe fn static_str(addr: Option<u64>) -> (&'static str, *const u8) {
-    match addr {
-        // SAFETY: per the contract.
-        Some(a) => unsafe {
-            let c = core::ffi::CStr::from_ptr(a as *const core::ffi::c_char);
-            (c.to_str().unwrap_or("?"), a as *const u8)
-        },
-        None => ("", c"".as_ptr() as *const u8),
+/// The rewriter puts a fragment's names in its name pool (`format::Sites::pool`): the pool is
+/// checked once, as valid UTF-8 ending in a NUL, so a name in it costs one `strlen`; a name
+/// elsewhere is read and checked on its own (`?` when it is not UTF-8). The last name read for
+/// each field is kept: a fragment's hooks share their hook's name, a function's sites its name.
+struct Names {
+    table: &'static [u8],
+    start: u64,
+    pool: core::ops::Range<usize>,
+    pool_ok: bool,
+    last: [(u64, &'static str, *const u8); 4],
+    /// Whether every name read so far lies in the table, NUL-terminated, as valid UTF-8.
+    self_contained: bool,
+}
+
+impl Names {
+    fn new(table: &'static [u8]) -> Names {
+        Names {
+            table,
+            start: table.as_ptr() as u64,
+            pool: 0..0,
+            pool_ok: false,
+            last: [(0, "", core::ptr::null()); 4],
+            self_contained: true,
+        }
+    }
+
+    /// Takes the name pool of the fragment the next sites come from.
+    fn set_pool(&mut self, pool: core::ops::Range<usize>) {
+        if pool != self.pool {
+            let bytes = &self.table[pool.clone()];
+            self.pool_ok = bytes.last() == Some(&0) && core::str::from_utf8(bytes).is_ok();
+            self.pool = pool;
+        }
+    }
+
+    /// The name at `addr` (field `field` of the entry: the cache slot), empty for none.
+    fn get(&mut self, field: usize, addr: Option<u64>) -> (&'static str, *const u8) {
+        let Some(a) = addr else {
+            return ("", c"".as_ptr().cast());
+        };
+        let (last, name, c) = self.last[field];
+        if last == a && !c.is_null() {
+            return (name, c);
+        }
+        let name = self.read(a);
+        self.last[field] = (a, name, a as *const u8);
+        (name, a as *const u8)
+    }
+
+    fn read(&mut self, a: u64) -> &'static str {
+        let at = a.wrapping_sub(self.start) as usize;
+        let table = self.table;
+        let starts_a_name = |at: usize| at == self.pool.start || table[at - 1] == 0;
+        if self.pool_ok && self.pool.contains(&at) && starts_a_name(at) {
+            // SAFETY: a NUL ends the pool, so the string ends inside it.
+            let len =
+                unsafe { core::ffi::CStr::from_ptr(table[at..].as_ptr().cast()) }.count_bytes();
+            // SAFETY: the pool is valid UTF-8, and the name runs from the pool's start or a NUL
+            // to a NUL: whole characters.
+            return unsafe { core::str::from_utf8_unchecked(&table[at..at + len]) };
+        }
+        // SAFETY: the rewriter points every name at a NUL-terminated string of the object's
+        // read-only data, which lives as long as the table.
+        let c = unsafe { core::ffi::CStr::from_ptr(a as *const core::ffi::c_char) };
+        let name = c.to_str().ok();
+        if name.is_none() || at >= table.len() || table.len() - at <= c.count_bytes() {
+            self.self_contained = false;
+        }
+        name.unwrap_or("?")
     }
 }
 
@@ -76,89 +135,110 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) {
     site::defer(start as usize, stop as usize, read_table);
 }
 
-/// Reads the table `[start, stop)` (registered by [`register_table`]) into the registry.
+/// Reads the table `[start, stop)` (registered by [`register_table`]) into the registry: its
+/// sites' records in one allocation, the lookup snapshot, and the table described in the lane.
 fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
-    let start = start as *const u8;
     // SAFETY: a table register_table was given, of an object still loaded (an object unloads
-    // only after unregistering its table, which reads every pending table first).
-    let bytes = unsafe { core::slice::from_raw_parts(start, stop - start as usize) };
+    // only after unregistering its table, which reads every pending table first); it lives as
+    // long as its sites are registered, and its memory is never written.
+    let bytes: &'static [u8] =
+        unsafe { core::slice::from_raw_parts(start as *const u8, stop - start) };
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
-    let mut new = Vec::new();
-    for (i, site) in format::sites(bytes, start as u64).enumerate() {
+    let mut recs: Vec<SiteRec> = Vec::with_capacity(bytes.len() / format::ENTRY_SIZE);
+    let mut names = Names::new(bytes);
+    let latency = crate::latency::wanted();
+    let mut sites = format::sites(bytes, start as u64);
+    while let Some(site) = sites.next() {
         let Ok(site) = site else {
-            note(&format!("ignoring a malformed site table at {start:p}"));
+            note(&format!("ignoring a malformed site table at {start:#x}"));
             break;
         };
-        // SAFETY: the names are NUL-terminated strings in the object's read-only data.
-        let (provider, c_provider) = unsafe { static_str(site.provider) };
-        // SAFETY: as above.
-        let (name, c_name) = unsafe { static_str(site.name) };
-        // SAFETY: as above.
-        let (function, c_function) = unsafe { static_str(site.function) };
-        // SAFETY: as above.
-        let (demangled, _) = unsafe { static_str(site.demangled) };
-        let match_name: &'static str = if site.kind.is_hook() {
-            function
-        } else {
-            Box::leak(format!("{provider}:{name}").into_boxed_str())
-        };
-        // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
-        // (A guard's target is the program's own code, not a stub.)
-        let stub_id = if site.target != 0 && site.form != Form::Guard {
-            // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
-            let lea =
-                unsafe { core::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
-            code::stub_id(site.target, &lea).unwrap_or(0)
-        } else {
-            0
-        };
-        let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
-        let latency = crate::latency::role(
+        names.set_pool(sites.pool());
+        let id = first_id + recs.len() as u32;
+        recs.push(site_rec(id, start as u64, &site, &mut names, latency));
+    }
+    // Ids are never reused, even after an object is unloaded.
+    NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
+    let recs: &'static [SiteRec] = recs.leak();
+    if reg.handlers.iter().any(Option::is_some) {
+        for rec in recs {
+            let mut mask = 0u64;
+            for (h, handler) in reg.handlers.iter().enumerate() {
+                if handler.as_ref().is_some_and(|h| rec.matches(&h.pattern)) {
+                    mask |= 1 << h;
+                }
+            }
+            rec.handlers.store(mask, Ordering::Relaxed);
+        }
+    }
+    reg.sites.extend(recs.iter());
+    site::publish(&reg.sites);
+    let table = site::Table {
+        bytes,
+        sites: recs,
+        self_contained: names.self_contained,
+    };
+    crate::recorder::describe_table(&table);
+    reg.tables.push(table);
+}
+
+/// The record of `site`, the `id`th of the table at `table`.
+fn site_rec(id: u32, table: u64, site: &format::Site, names: &mut Names, latency: bool) -> SiteRec {
+    let (provider, c_provider) = names.get(0, site.provider);
+    let (name, c_name) = names.get(1, site.name);
+    let (function, c_function) = names.get(2, site.function);
+    let (demangled, _) = names.get(3, site.demangled);
+    let match_name: &'static str = if site.kind.is_hook() {
+        function
+    } else {
+        Box::leak(format!("{provider}:{name}").into_boxed_str())
+    };
+    // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
+    // (A guard's target is the program's own code, not a stub.)
+    let stub_id = if site.target != 0 && site.form != Form::Guard {
+        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
+        let lea =
+            unsafe { core::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
+        code::stub_id(site.target, &lea).unwrap_or(0)
+    } else {
+        0
+    };
+    let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
+    let latency = if latency {
+        crate::latency::role(
             |p| format::pattern::site_matches(p, match_name, provider, function, demangled),
             rec_kind,
-        );
-        let rec: &'static SiteRec = Box::leak(Box::new(SiteRec {
-            id: first_id + i as u32,
-            table: start as u64,
-            addr: site.site,
-            kind: site.kind,
-            form: site.form,
-            target: site.target,
-            provider,
-            name,
-            function,
-            demangled,
-            func_offset: site.func_offset,
-            match_name,
-            c_provider,
-            c_name,
-            c_function,
-            stub_id,
-            nop: format::disabled_bytes(site.kind, site.form),
-            state: AtomicU8::new(DISABLED),
-            handlers: AtomicU64::new(0),
-            hits: AtomicU64::new(0),
-            rec_kind,
-            latency,
-            stacktrace: core::sync::atomic::AtomicBool::new(false),
-            point: site::Point::new(),
-        }));
-        let mut mask = 0u64;
-        for (h, handler) in reg.handlers.iter().enumerate() {
-            if handler.as_ref().is_some_and(|h| rec.matches(&h.pattern)) {
-                mask |= 1 << h;
-            }
-        }
-        rec.handlers.store(mask, Ordering::Relaxed);
-        new.push(rec);
+        )
+    } else {
+        0
+    };
+    SiteRec {
+        id,
+        table,
+        addr: site.site,
+        kind: site.kind,
+        form: site.form,
+        target: site.target,
+        provider,
+        name,
+        function,
+        demangled,
+        func_offset: site.func_offset,
+        match_name,
+        c_provider,
+        c_name,
+        c_function,
+        stub_id,
+        nop: format::disabled_bytes(site.kind, site.form),
+        state: AtomicU8::new(DISABLED),
+        handlers: AtomicU64::new(0),
+        hits: AtomicU64::new(0),
+        rec_kind,
+        latency,
+        stacktrace: core::sync::atomic::AtomicBool::new(false),
+        point: site::Point::new(),
     }
-    let count = new.len();
-    // Ids are never reused, even after an object is unloaded.
-    NEXT_ID.store(first_id + count as u32, Ordering::Relaxed);
-    reg.sites.extend(new);
-    site::publish(&reg.sites);
-    crate::recorder::describe_sites(&reg.sites[reg.sites.len() - count..]);
 }
 
 /// Forgets the sites of the table starting at `start` (an object being unloaded), after putting
@@ -184,6 +264,7 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         note("cannot restore the sites of an object being unloaded");
     }
     reg.sites = kept;
+    reg.tables.retain(|t| t.bytes.as_ptr() as u64 != start);
     site::publish(&reg.sites);
     gone.len()
 }
@@ -362,11 +443,13 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
-    let int3: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
+    // One vector for the three steps' writes (thousands of sites: its pages are touched once).
+    let mut writes: Vec<(u64, &[u8])> = Vec::with_capacity(sites.len());
+    writes.extend(sites.iter().map(|s| (s.addr, &[code::INT3][..])));
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
-    let step1 = unsafe { text::write_batch(&int3) };
+    let step1 = unsafe { text::write_batch(&writes) };
     if let Err(e) = step1 {
         for s in sites {
             s.state
@@ -375,21 +458,20 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
         return Err(Error::Text(e));
     }
     text::sync_cores();
-    let rest: Vec<(u64, &[u8])> = sites
-        .iter()
-        .zip(&new)
-        .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()]))
-        .collect();
+    writes.clear();
+    writes.extend(
+        sites
+            .iter()
+            .zip(&new)
+            .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()])),
+    );
     // SAFETY: see above; the same pages were writable a moment ago.
-    unsafe { text::write_batch(&rest) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
-    let first: Vec<(u64, &[u8])> = sites
-        .iter()
-        .zip(&new)
-        .map(|(s, b)| (s.addr, &b[..1]))
-        .collect();
+    writes.clear();
+    writes.extend(sites.iter().zip(&new).map(|(s, b)| (s.addr, &b[..1])));
     // SAFETY: see above.
-    unsafe { text::write_batch(&first) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
     for s in sites {
         s.state.store(done, Ordering::Release);

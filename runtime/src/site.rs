@@ -321,6 +321,9 @@ pub const MAX_HANDLERS: usize = 64;
 /// patterns: what enable, disable and the dumps read and change under [`lock`].
 pub(crate) struct Registry {
     pub sites: Vec<&'static SiteRec>,
+    /// The tables read into `sites`, in the order they were read (an unloaded object's table
+    /// leaves with its sites).
+    pub tables: Vec<Table>,
     pub notrace: Vec<Pattern>,
     pub handlers: Vec<Option<Handler>>,
     /// Tables registered and not read yet, `[start, stop)` (see [`defer`]).
@@ -328,6 +331,17 @@ pub(crate) struct Registry {
     pending_len: usize,
     /// What reads a table into `sites` (the registry's; this module is below it).
     reader: Option<TableReader>,
+}
+
+/// A table read into the registry: what a lane is told of its sites.
+pub(crate) struct Table {
+    /// Its bytes, in the loaded object.
+    pub bytes: &'static [u8],
+    /// Its sites, in table order (their ids follow each other from the first's).
+    pub sites: &'static [SiteRec],
+    /// Whether every name of its sites lies in the table as valid UTF-8, NUL-terminated: a copy
+    /// of the table describes them (`lane::Meta::Table`), else each site is described.
+    pub self_contained: bool,
 }
 
 /// Reads the table `[start, stop)` into the registry.
@@ -338,6 +352,7 @@ const PENDING: usize = 32;
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     sites: Vec::new(),
+    tables: Vec::new(),
     notrace: Vec::new(),
     handlers: Vec::new(),
     pending: [(0, 0); PENDING],

@@ -128,29 +128,88 @@ fn page_size() -> usize {
     }
 }
 
-/// The protection of the mapping holding `addr`, from `/proc/self/maps`.
-fn original_protection(maps: &str, addr: usize) -> Option<libc::c_int> {
+/// The mappings of `/proc/self/maps` (its text `maps`), in its order (by address): start, end
+/// and protection.
+fn parse_maps(maps: &str) -> Vec<(usize, usize, libc::c_int)> {
+    let mut out = Vec::new();
     for line in maps.lines() {
-        let (range, rest) = line.split_once(' ')?;
-        let (lo, hi) = range.split_once('-')?;
-        let lo = usize::from_str_radix(lo, 16).ok()?;
-        let hi = usize::from_str_radix(hi, 16).ok()?;
-        if addr >= lo && addr < hi {
-            let p = rest.as_bytes();
-            let mut prot = 0;
-            if p.first() == Some(&b'r') {
-                prot |= libc::PROT_READ;
+        let Some((range, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        let p = rest.as_bytes();
+        let mut prot = 0;
+        if p.first() == Some(&b'r') {
+            prot |= libc::PROT_READ;
+        }
+        if p.get(1) == Some(&b'w') {
+            prot |= libc::PROT_WRITE;
+        }
+        if p.get(2) == Some(&b'x') {
+            prot |= libc::PROT_EXEC;
+        }
+        out.push((lo, hi, prot));
+    }
+    out
+}
+
+/// The pages `writes` touch, as ranges of adjacent pages (start, end), in address order: in one
+/// pass when the writes are in address order (a table's sites are), else sorted first.
+fn page_ranges(writes: &[(u64, &[u8])], ps: usize) -> Vec<(usize, usize)> {
+    let span = |&(a, b): &(u64, &[u8])| {
+        let first = a as usize & !(ps - 1);
+        let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
+        (first, last + ps)
+    };
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let push =
+        |spans: &mut Vec<(usize, usize)>, (start, end): (usize, usize)| match spans.last_mut() {
+            Some((_, e)) if start <= *e => *e = (*e).max(end),
+            _ => spans.push((start, end)),
+        };
+    if writes.windows(2).all(|w| w[0].0 <= w[1].0) {
+        for w in writes {
+            push(&mut spans, span(w));
+        }
+        return spans;
+    }
+    let mut all: Vec<(usize, usize)> = writes.iter().map(span).collect();
+    all.sort_unstable();
+    for s in all {
+        push(&mut spans, s);
+    }
+    spans
+}
+
+/// Runs of adjacent pages with the same original protection covering `ranges` (see
+/// [`page_ranges`]): one mprotect each way per run (a batch of thousands of sites spread over a
+/// program's text touches hundreds of pages). A page no mapping holds is taken for code.
+fn protection_runs(ranges: &[(usize, usize)], maps: &str) -> Vec<(usize, usize, libc::c_int)> {
+    let maps = parse_maps(maps);
+    let code = libc::PROT_READ | libc::PROT_EXEC;
+    let mut runs: Vec<(usize, usize, libc::c_int)> = Vec::new();
+    for &(start, end) in ranges {
+        let mut p = start;
+        while p < end {
+            let (prot, until) = match maps.iter().find(|m| m.1 > p) {
+                Some(&(lo, hi, prot)) if lo <= p => (prot, hi.min(end)),
+                Some(&(lo, _, _)) => (code, lo.min(end)),
+                None => (code, end),
+            };
+            match runs.last_mut() {
+                Some((s, len, pr)) if *s + *len == p && *pr == prot => *len += until - p,
+                _ => runs.push((p, until - p, prot)),
             }
-            if p.get(1) == Some(&b'w') {
-                prot |= libc::PROT_WRITE;
-            }
-            if p.get(2) == Some(&b'x') {
-                prot |= libc::PROT_EXEC;
-            }
-            return Some(prot);
+            p = until;
         }
     }
-    None
+    runs
 }
 
 /// Writes every `(address, bytes)` of `writes`; byte stores, each byte with one store, in order.
@@ -162,28 +221,9 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
     if writes.is_empty() {
         return Ok(());
     }
-    let ps = page_size();
-    let mut pages: Vec<usize> = writes
-        .iter()
-        .flat_map(|&(a, b)| {
-            let first = a as usize & !(ps - 1);
-            let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
-            [first, last]
-        })
-        .collect();
-    pages.sort_unstable();
-    pages.dedup();
+    let ranges = page_ranges(writes, page_size());
     let maps = crate::sys::read_to_string(b"/proc/self/maps").unwrap_or_default();
-    // Runs of adjacent pages with the same original protection: one mprotect each way per run
-    // (a batch of thousands of sites spread over a program's text touches hundreds of pages).
-    let mut runs: Vec<(usize, usize, libc::c_int)> = Vec::new();
-    for &p in &pages {
-        let prot = original_protection(&maps, p).unwrap_or(libc::PROT_READ | libc::PROT_EXEC);
-        match runs.last_mut() {
-            Some((start, len, pr)) if *start + *len == p && *pr == prot => *len += ps,
-            _ => runs.push((p, ps, prot)),
-        }
-    }
+    let runs = protection_runs(&ranges, &maps);
     let mut opened = 0;
     let mut failed: Option<(u64, i32)> = None;
     let policy = write_policy();
@@ -204,7 +244,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
             opened += 1;
         }
     } else {
-        failed = Some((pages[0] as u64, libc::EPERM));
+        failed = Some((runs[0].0 as u64, libc::EPERM));
     }
     if failed.is_none() {
         for &(a, b) in writes {
@@ -277,15 +317,40 @@ mod tests {
     #[test]
     fn protection_from_maps() {
         let maps =
-            "00400000-00401000 r-xp 00000000 08:01 1 /bin/x\n00601000-00602000 rw-p 0 0:0 0\n";
+            "00400000-00402000 r-xp 00000000 08:01 1 /bin/x\n00402000-00403000 r-xp 0 0:0 0\n\
+             00601000-00602000 rw-p 0 0:0 0\n";
+        let rx = libc::PROT_READ | libc::PROT_EXEC;
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
         assert_eq!(
-            original_protection(maps, 0x400800),
-            Some(libc::PROT_READ | libc::PROT_EXEC)
+            parse_maps(maps),
+            [
+                (0x400000, 0x402000, rx),
+                (0x402000, 0x403000, rx),
+                (0x601000, 0x602000, rw)
+            ]
         );
+        // Adjacent pages with one protection make one run, across mappings; a page no mapping
+        // holds is taken for code; another protection starts another run.
+        let ranges = [(0x401000, 0x403000), (0x5ff000, 0x602000)];
         assert_eq!(
-            original_protection(maps, 0x601000),
-            Some(libc::PROT_READ | libc::PROT_WRITE)
+            protection_runs(&ranges, maps),
+            [
+                (0x401000, 0x2000, rx),
+                (0x5ff000, 0x2000, rx),
+                (0x601000, 0x1000, rw)
+            ]
         );
-        assert_eq!(original_protection(maps, 0x700000), None);
+    }
+
+    /// Writes in address order and out of it touch the same pages, merged into ranges; a write
+    /// across a page boundary touches both pages.
+    #[test]
+    fn pages_of_writes() {
+        let b: &[u8] = &[0; 5];
+        let sorted = [(0x1000, b), (0x1ffe, b), (0x5000, b)];
+        let want = [(0x1000, 0x3000), (0x5000, 0x6000)];
+        assert_eq!(page_ranges(&sorted, 0x1000), want);
+        let shuffled = [sorted[2], sorted[0], sorted[1]];
+        assert_eq!(page_ranges(&shuffled, 0x1000), want);
     }
 }

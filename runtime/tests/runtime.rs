@@ -620,16 +620,19 @@ fn read_session(dir: &Path) -> Trace {
             Chunk::Meta { len } => {
                 let mut blob = &chunks[k * CHUNK_SIZE + CHUNK_HEADER_SIZE..][..len as usize];
                 while let Some((m, n)) = Meta::decode(blob) {
-                    if let Meta::Site {
-                        id,
-                        provider,
-                        name,
-                        function,
-                        address,
-                        func_offset,
-                        ..
-                    } = m
-                    {
+                    for site in m.sites() {
+                        let Meta::Site {
+                            id,
+                            provider,
+                            name,
+                            function,
+                            address,
+                            func_offset,
+                            ..
+                        } = site
+                        else {
+                            unreachable!("sites() yields site entries");
+                        };
                         let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
                         let start = address - u64::from(func_offset);
                         sites.insert(id, ((s(provider), s(name), s(function)), start));

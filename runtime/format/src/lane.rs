@@ -67,11 +67,15 @@ use crate::trace::{Record, RecordKind};
 
 /// First bytes of a lane file.
 pub const LANE_MAGIC: [u8; 8] = *b"BPLANE\0\0";
-/// The lane layout described here, as the runtime writes it: version 1 with the `FLAGS` header
-/// field, [`Meta::Counts`] entries, the latency area and kept windows ([`CHUNK_LATENCY`],
-/// [`CHUNK_KEPT`]) and program-given thread names ([`META_THREAD_GIVEN`]), which a reader of
-/// version 1 would take for damage. Readers read both versions.
-pub const LANE_VERSION: u32 = 2;
+/// The lane layout described here, as the runtime writes it: version 2 with [`Meta::Table`]
+/// entries (a loaded object's site table copied whole, where version 2 had a [`Meta::Site`]
+/// entry per site), which a reader of version 2 would take for damage. Readers read all three
+/// versions.
+pub const LANE_VERSION: u32 = 3;
+/// Version 1 with the `FLAGS` header field, [`Meta::Counts`] entries, the latency area and kept
+/// windows ([`CHUNK_LATENCY`], [`CHUNK_KEPT`]) and program-given thread names
+/// ([`META_THREAD_GIVEN`]), which a reader of version 1 would take for damage.
+pub const LANE_VERSION_2: u32 = 2;
 /// The first lane layout: none of what version 2 added (its `FLAGS` field reads as 0).
 pub const LANE_VERSION_1: u32 = 1;
 /// Bit of the header's `FLAGS` field: the process counts hits and writes [`Meta::Counts`] entries.
@@ -288,7 +292,7 @@ impl LaneHeader {
             return Err("not a bootprof lane (bad magic)");
         }
         let version = u32_at(b, field::VERSION);
-        if version != LANE_VERSION && version != LANE_VERSION_1 {
+        if ![LANE_VERSION, LANE_VERSION_2, LANE_VERSION_1].contains(&version) {
             return Err("unknown lane version");
         }
         if u32_at(b, field::HEADER_SIZE) as usize != LANE_HEADER_SIZE
@@ -514,10 +518,15 @@ pub const META_THREAD: u8 = 2;
 pub const META_THREAD_GIVEN: u8 = 4;
 /// Tag of a hit-count entry in a metadata blob (lane version 2 on).
 pub const META_COUNTS: u8 = 3;
+/// Tag of a site-table entry in a metadata blob (lane version 3 on).
+pub const META_TABLE: u8 = 5;
 /// Bytes of one site's count in a [`Meta::Counts`] entry: `u32` site id, `u64` hits.
 pub const COUNT_SIZE: usize = 12;
 /// Bytes before the counts of a [`Meta::Counts`] entry: the tag and the number of counts.
 const COUNTS_HEADER: usize = 5;
+/// Bytes before the table of a [`Meta::Table`] entry: the tag, the first id, the address and
+/// the table's length.
+const TABLE_HEADER: usize = 1 + 4 + 8 + 4;
 
 /// One entry of a metadata blob. Strings are a `u32` length and that many bytes.
 ///
@@ -526,7 +535,11 @@ const COUNTS_HEADER: usize = 5;
 /// - thread: tag [`META_THREAD`] (or [`META_THREAD_GIVEN`]), `u32 tid`, then its name as a
 ///   string;
 /// - counts: tag [`META_COUNTS`], `u32 n`, then `n` counts of [`COUNT_SIZE`] bytes: `u32` site
-///   id, `u64` hits since the process started (a site missing was neither enabled nor hit).
+///   id, `u64` hits since the process started (a site missing was neither enabled nor hit);
+/// - table: tag [`META_TABLE`], `u32 first_id`, `u64 address`, then the bytes of a loaded
+///   object's site table (as `bootprof-link` wrote it, [`crate::sites`]) as a string: its sites
+///   in table order have the ids `first_id`, `first_id + 1`, ... (the runtime writes one when
+///   every name of the table lies in the table, as the rewriter puts them; see [`Meta::sites`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta<'a> {
     /// A site the process registered.
@@ -560,6 +573,15 @@ pub enum Meta<'a> {
         /// The counts as stored: a multiple of [`COUNT_SIZE`] bytes (see [`counts`]).
         counts: &'a [u8],
     },
+    /// The sites of a loaded object's table, described by the table itself.
+    Table {
+        /// The runtime's id of the table's first site.
+        first_id: u32,
+        /// The table's address in the process.
+        address: u64,
+        /// The table's bytes.
+        table: &'a [u8],
+    },
 }
 
 /// Bytes of a [`Meta::Counts`] entry of `n` counts.
@@ -588,7 +610,7 @@ pub fn counts(counts: &[u8]) -> impl Iterator<Item = (u32, u64)> + '_ {
         .map(|c| (u32_at(c, 0), u64_at(c, 4)))
 }
 
-impl Meta<'_> {
+impl<'a> Meta<'a> {
     /// Bytes [`Meta::encode`] writes.
     pub fn encoded_len(&self) -> usize {
         match self {
@@ -600,6 +622,7 @@ impl Meta<'_> {
             } => 1 + 4 + 1 + 4 + 8 + 12 + provider.len() + name.len() + function.len(),
             Meta::Thread { name, .. } => 1 + 4 + 4 + name.len(),
             Meta::Counts { counts } => COUNTS_HEADER + counts.len(),
+            Meta::Table { table, .. } => TABLE_HEADER + table.len(),
         }
     }
 
@@ -650,6 +673,16 @@ impl Meta<'_> {
                 put(&header);
                 put(counts);
             }
+            Meta::Table {
+                first_id,
+                address,
+                table,
+            } => {
+                put(&[META_TABLE]);
+                put(&first_id.to_le_bytes());
+                put(&address.to_le_bytes());
+                string(&mut put, table);
+            }
         }
         at
     }
@@ -696,9 +729,51 @@ impl Meta<'_> {
                     counts: take(&mut at, n.checked_mul(COUNT_SIZE)?)?,
                 }
             }
+            META_TABLE => Meta::Table {
+                first_id: u32_of(&mut at)?,
+                address: u64_at(take(&mut at, 8)?, 0),
+                table: string(&mut at)?,
+            },
             _ => return None,
         };
         Some((meta, at))
+    }
+
+    /// The sites this entry describes, each as a [`Meta::Site`]: a site entry itself, a table
+    /// entry's sites in table order (up to the first malformed fragment, where the runtime
+    /// stopped reading it too; a name outside the table reads as empty), nothing for the others.
+    pub fn sites(&self) -> impl Iterator<Item = Meta<'a>> + 'a {
+        let (site, table) = match *self {
+            Meta::Site { .. } => (Some(*self), None),
+            Meta::Table {
+                first_id,
+                address,
+                table,
+            } => (None, Some((first_id, address, table))),
+            _ => (None, None),
+        };
+        let from_table = table.into_iter().flat_map(|(first_id, address, table)| {
+            let name = move |at: Option<u64>| {
+                at.and_then(|a| usize::try_from(a.wrapping_sub(address)).ok())
+                    .and_then(|at| table.get(at..))
+                    .map_or(&[][..], |rest| {
+                        &rest[..rest.iter().position(|&c| c == 0).unwrap_or(rest.len())]
+                    })
+            };
+            crate::sites(table, address)
+                .map_while(Result::ok)
+                .zip(first_id..)
+                .map(move |(s, id)| Meta::Site {
+                    id,
+                    kind: s.kind as u8,
+                    func_offset: s.func_offset,
+                    address: s.site,
+                    provider: name(s.provider),
+                    name: name(s.name),
+                    function: name(s.function),
+                })
+        });
+        site.into_iter().chain(from_table)
     }
 }
 
@@ -780,6 +855,7 @@ impl SessionHeader {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     #[test]
@@ -874,6 +950,67 @@ mod tests {
         for cut in 0..n {
             assert_eq!(Meta::decode(&buf[..cut]), None);
         }
+    }
+
+    /// A table entry names its sites as the site entries it replaces would: ids from its first
+    /// id in table order, addresses and names resolved in the copy; a name outside the copy
+    /// reads as empty, and the sites before a malformed fragment are kept.
+    #[test]
+    fn a_table_entry_reads_as_its_sites() {
+        use crate::{encode_entry, encode_header, field, Form, Kind, ENTRY_SIZE, HEADER_SIZE};
+        let names = b"app\0start\0main\0\0";
+        let size = HEADER_SIZE + 2 * ENTRY_SIZE + names.len();
+        let mut table = std::vec![0u8; size + 4];
+        table[..HEADER_SIZE].copy_from_slice(&encode_header(2, size as u32));
+        let pool = HEADER_SIZE + 2 * ENTRY_SIZE;
+        table[pool..size].copy_from_slice(names);
+        for (i, kind) in [Kind::Probe, Kind::Fentry].into_iter().enumerate() {
+            let e = HEADER_SIZE + i * ENTRY_SIZE;
+            table[e..e + ENTRY_SIZE].copy_from_slice(&encode_entry(kind, Form::CallRel32, 9, &[]));
+            let mut set = |f: usize, to: i64| {
+                let v = (to - (e + f) as i64) as i32;
+                table[e + f..e + f + 4].copy_from_slice(&v.to_le_bytes());
+            };
+            set(field::SITE, -0x100);
+            set(field::NAME, pool as i64 + 4);
+            set(field::FUNCTION, pool as i64 + 10);
+            if kind == Kind::Probe {
+                set(field::PROVIDER, pool as i64);
+            } else {
+                // A provider far outside the table.
+                set(field::PROVIDER, 0x10_0000);
+            }
+        }
+        // A malformed fragment after the first: its sites are not read.
+        table[size] = 1;
+        let entry = Meta::Table {
+            first_id: 40,
+            address: 0x5000,
+            table: &table,
+        };
+        let mut buf = std::vec![0u8; entry.encoded_len()];
+        let n = entry.encode(&mut buf);
+        assert_eq!(n, buf.len());
+        let (meta, m) = Meta::decode(&buf).unwrap();
+        assert_eq!((meta, m), (entry, n));
+        for cut in 0..n {
+            assert_eq!(Meta::decode(&buf[..cut]), None);
+        }
+        let sites: std::vec::Vec<Meta> = meta.sites().collect();
+        let site = |id, kind: Kind, provider: &'static [u8]| Meta::Site {
+            id,
+            kind: kind as u8,
+            func_offset: 9,
+            address: 0x5000 - 0x100,
+            provider,
+            name: b"start",
+            function: b"main",
+        };
+        assert_eq!(
+            sites,
+            [site(40, Kind::Probe, b"app"), site(41, Kind::Fentry, b"")]
+        );
+        assert_eq!(sites[0].sites().collect::<std::vec::Vec<_>>(), [sites[0]]);
     }
 
     /// Counts written in place, count by count, read back as the encoder would write them.

@@ -169,7 +169,15 @@ impl Kind {
 
     /// The kind stored as `byte`, if any.
     pub fn from_u8(byte: u8) -> Option<Kind> {
-        Kind::ALL.iter().copied().find(|k| *k as u8 == byte)
+        Some(match byte {
+            1 => Kind::Probe,
+            2 => Kind::IsEnabled,
+            3 => Kind::Mcount,
+            4 => Kind::Fentry,
+            5 => Kind::CygEnter,
+            6 => Kind::CygExit,
+            _ => return None,
+        })
     }
 
     /// The kind whose [`Kind::name`] is `name`, if any.
@@ -237,15 +245,14 @@ pub enum Form {
 impl Form {
     /// The form stored as `byte`, if any.
     pub fn from_u8(byte: u8) -> Option<Form> {
-        [
-            Form::CallRel32,
-            Form::JmpRel32,
-            Form::CallGot,
-            Form::JmpGot,
-            Form::Guard,
-        ]
-        .into_iter()
-        .find(|f| *f as u8 == byte)
+        Some(match byte {
+            1 => Form::CallRel32,
+            2 => Form::JmpRel32,
+            3 => Form::CallGot,
+            4 => Form::JmpGot,
+            5 => Form::Guard,
+            _ => return None,
+        })
     }
 
     /// Length of the instruction in bytes.
@@ -345,7 +352,7 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
         pos: 0,
         left: 0,
         entry_size: 0,
-        fragment_end: 0,
+        pool: 0..0,
         failed: false,
     }
 }
@@ -357,7 +364,8 @@ pub struct Sites<'a> {
     pos: usize,
     left: u32,
     entry_size: usize,
-    fragment_end: usize,
+    /// The current fragment's name pool: from its entries' end to its end.
+    pool: core::ops::Range<usize>,
     failed: bool,
 }
 
@@ -367,10 +375,71 @@ impl Sites<'_> {
         Some(Err(e))
     }
 
-    fn rel(&self, at: usize) -> Option<u64> {
-        let v = le_u32(self.bytes, at) as i32;
-        (v != 0).then(|| (self.base + at as u64).wrapping_add(v as i64 as u64))
+    /// The name pool of the fragment the last site came from, as offsets into the table: what
+    /// follows its entries up to its end (the names the rewriter wrote, NUL-terminated, then
+    /// zero padding). Empty before the first site.
+    pub fn pool(&self) -> core::ops::Range<usize> {
+        self.pool.clone()
     }
+
+    /// Reads the fragment header at `self.pos` (after any zero padding); false at the table's
+    /// end or after an error (`self.failed` then says which).
+    fn next_fragment(&mut self) -> Result<bool, TableError> {
+        let b = self.bytes;
+        // Skip padding a linker may have put between fragments.
+        while self.pos + 4 <= b.len() && le_u32(b, self.pos) == 0 {
+            self.pos += 4;
+        }
+        if self.pos >= b.len() {
+            return Ok(false);
+        }
+        let at = self.pos;
+        if at + 4 <= b.len() && le_u32(b, at) != MAGIC {
+            return Err(TableError::BadMagic(at));
+        }
+        if at + HEADER_SIZE > b.len() {
+            return Err(TableError::BadSize(at));
+        }
+        let version = le_u16(b, at + 4);
+        if version != VERSION {
+            return Err(TableError::BadVersion(at, version));
+        }
+        let entry_size = le_u16(b, at + 6) as usize;
+        let count = le_u32(b, at + 8);
+        let size = le_u32(b, at + 12) as usize;
+        let entries_end = (count as usize)
+            .checked_mul(entry_size)
+            .and_then(|n| n.checked_add(at + HEADER_SIZE));
+        let fragment_end = at.checked_add(size);
+        let (Some(entries_end), Some(fragment_end)) = (entries_end, fragment_end) else {
+            return Err(TableError::BadSize(at));
+        };
+        if entry_size < ENTRY_SIZE
+            || size % 8 != 0
+            || fragment_end > b.len()
+            || entries_end > fragment_end
+        {
+            return Err(TableError::BadSize(at));
+        }
+        self.pos = at + HEADER_SIZE;
+        self.left = count;
+        self.entry_size = entry_size;
+        self.pool = entries_end..fragment_end;
+        Ok(true)
+    }
+}
+
+/// The address `base + at` plus the signed distance stored at `field` of `entry` (which starts
+/// at `at`), or `None` when the distance is 0.
+#[inline]
+fn rel(entry: &[u8; ENTRY_SIZE], field: usize, base: u64, at: usize) -> Option<u64> {
+    let v = i32::from_le_bytes([
+        entry[field],
+        entry[field + 1],
+        entry[field + 2],
+        entry[field + 3],
+    ]);
+    (v != 0).then(|| (base + (at + field) as u64).wrapping_add(v as i64 as u64))
 }
 
 impl Iterator for Sites<'_> {
@@ -380,65 +449,38 @@ impl Iterator for Sites<'_> {
         if self.failed {
             return None;
         }
-        let b = self.bytes;
         while self.left == 0 {
-            // Skip padding a linker may have put between fragments.
-            while self.pos + 4 <= b.len() && le_u32(b, self.pos) == 0 {
-                self.pos += 4;
+            match self.next_fragment() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return self.fail(e),
             }
-            if self.pos >= b.len() {
-                return None;
-            }
-            let at = self.pos;
-            if at + 4 <= b.len() && le_u32(b, at) != MAGIC {
-                return self.fail(TableError::BadMagic(at));
-            }
-            if at + HEADER_SIZE > b.len() {
-                return self.fail(TableError::BadSize(at));
-            }
-            let version = le_u16(b, at + 4);
-            if version != VERSION {
-                return self.fail(TableError::BadVersion(at, version));
-            }
-            let entry_size = le_u16(b, at + 6) as usize;
-            let count = le_u32(b, at + 8);
-            let size = le_u32(b, at + 12) as usize;
-            let entries_end = (count as usize)
-                .checked_mul(entry_size)
-                .and_then(|n| n.checked_add(at + HEADER_SIZE));
-            let fragment_end = at.checked_add(size);
-            if entry_size < ENTRY_SIZE
-                || size % 8 != 0
-                || fragment_end.is_none_or(|e| e > b.len())
-                || entries_end.is_none_or(|e| e > at + size)
-            {
-                return self.fail(TableError::BadSize(at));
-            }
-            self.pos = at + HEADER_SIZE;
-            self.left = count;
-            self.entry_size = entry_size;
-            self.fragment_end = at + size;
         }
         let at = self.pos;
         self.pos += self.entry_size;
         self.left -= 1;
         if self.left == 0 {
-            self.pos = self.fragment_end;
+            self.pos = self.pool.end;
         }
-        let (Some(kind), Some(form)) = (Kind::from_u8(b[at + 24]), Form::from_u8(b[at + 25]))
-        else {
+        // The header check put every entry inside the fragment.
+        let entry = self.bytes.get(at..at + ENTRY_SIZE);
+        let Some(e) = entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) else {
+            return self.fail(TableError::BadSize(at));
+        };
+        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
             return self.fail(TableError::BadEntry(at));
         };
         let mut orig = [0u8; MAX_SITE_LEN];
-        orig.copy_from_slice(&b[at + 28..at + 28 + MAX_SITE_LEN]);
+        orig.copy_from_slice(&e[28..28 + MAX_SITE_LEN]);
+        let base = self.base;
         Some(Ok(Site {
-            site: self.rel(at).unwrap_or(self.base + at as u64),
-            target: self.rel(at + 4).unwrap_or(0),
-            provider: self.rel(at + 8),
-            name: self.rel(at + 12),
-            function: self.rel(at + 16),
-            demangled: self.rel(at + 36),
-            func_offset: le_u32(b, at + 20),
+            site: rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
+            target: rel(e, field::TARGET, base, at).unwrap_or(0),
+            provider: rel(e, field::PROVIDER, base, at),
+            name: rel(e, field::NAME, base, at),
+            function: rel(e, field::FUNCTION, base, at),
+            demangled: rel(e, field::DEMANGLED, base, at),
+            func_offset: u32::from_le_bytes([e[20], e[21], e[22], e[23]]),
             kind,
             form,
             orig,

@@ -77,6 +77,7 @@ impl Pattern {
     }
 
     /// Whether `name` matches.
+    #[inline]
     pub fn matches(&self, name: &str) -> bool {
         match self {
             Pattern::Exact(s) => name == s,
@@ -93,6 +94,7 @@ impl Pattern {
 /// (`BOOTPROF_ENTER()`, whose region is its function), is also matched by its function's symbol
 /// and by its `demangled` name (empty when the symbol is not mangled), whole or without its
 /// parameter list.
+#[inline]
 pub fn site_matches(
     pattern: &Pattern,
     match_name: &str,
@@ -100,7 +102,7 @@ pub fn site_matches(
     function: &str,
     demangled: &str,
 ) -> bool {
-    if pattern.matches(match_name) {
+    if matches!(pattern, Pattern::Any) || pattern.matches(match_name) {
         return true;
     }
     if !(provider.is_empty() || provider == "bootprof") {

@@ -433,24 +433,30 @@ impl Lane {
         lost
     }
 
+    fn read_site(&mut self, meta: &Meta) {
+        let Some(site) = crate::session::site_of(meta) else {
+            return;
+        };
+        let (p, n, f) = (&site.provider, &site.name, &site.function);
+        let shown = bootprof_format::demangle::demangle(f).unwrap_or(f.clone());
+        let func = display_name(RecordKind::Enter, p, n, &shown).to_string();
+        let other = display_name(RecordKind::Event, p, n, &shown).to_string();
+        let start = site.address.wrapping_sub(u64::from(site.func_offset));
+        if !f.is_empty() {
+            self.functions.push((start, func.clone()));
+        }
+        self.sites
+            .insert(site.id, (func, other, site.kind.is_hook()));
+    }
+
     fn read_meta(&mut self, mut blob: &[u8]) {
         while let Some((meta, n)) = Meta::decode(blob) {
             blob = &blob[n..];
             match meta {
-                Meta::Site { .. } => {
-                    let Some(site) = crate::session::site_of(&meta) else {
-                        continue;
-                    };
-                    let (p, n, f) = (&site.provider, &site.name, &site.function);
-                    let shown = bootprof_format::demangle::demangle(f).unwrap_or(f.clone());
-                    let func = display_name(RecordKind::Enter, p, n, &shown).to_string();
-                    let other = display_name(RecordKind::Event, p, n, &shown).to_string();
-                    let start = site.address.wrapping_sub(u64::from(site.func_offset));
-                    if !f.is_empty() {
-                        self.functions.push((start, func.clone()));
+                Meta::Site { .. } | Meta::Table { .. } => {
+                    for site in meta.sites() {
+                        self.read_site(&site);
                     }
-                    self.sites
-                        .insert(site.id, (func, other, site.kind.is_hook()));
                 }
                 Meta::Thread { tid, name, given } => {
                     if given || !self.named.contains(&tid) {

@@ -392,12 +392,15 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData, whose: Whose) -> u
         blob = &blob[n..];
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         match meta {
-            Meta::Site { id, .. } => {
-                let Some(site) = site_of(&meta) else {
-                    lane.process.damaged += 1;
-                    continue;
-                };
-                lane.sites.insert(id, site);
+            Meta::Site { .. } | Meta::Table { .. } => {
+                for site in meta.sites() {
+                    match site_of(&site) {
+                        Some(s) => {
+                            lane.sites.insert(s.id, s);
+                        }
+                        None => lane.process.damaged += 1,
+                    }
+                }
             }
             Meta::Thread { tid, name, given } => {
                 // A name the program gave outranks the kernel's, whichever came later.
