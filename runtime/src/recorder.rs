@@ -558,8 +558,9 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
     let counting = POINTS.swap(true, Ordering::Relaxed);
-    let hz = tsc_hz() as f64;
-    let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
+    let hz = tsc_hz();
+    let scaled = |ticks: u64, per_second: u64, per: u64| ticks_in(ticks, hz, per_second, per);
+    let ns = |ticks: u64| scaled(ticks, 1_000_000_000, 1);
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
     for s in site::lock().sites.iter() {
@@ -576,7 +577,7 @@ pub fn points_table() -> String {
         e.3 = e.3.max(s.point.max.load(Ordering::Relaxed));
     }
     let mut rows: Vec<_> = by_name.into_iter().collect();
-    rows.sort_by_key(|r| core::cmp::Reverse(r.1 .1));
+    bootprof_format::order::sort_by_key(&mut rows, |r| core::cmp::Reverse(r.1 .1));
     let mut out = format!(
         "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
         "profile point", "count", "total ms", "avg ns", "min ns", "max ns"
@@ -590,17 +591,28 @@ pub fn points_table() -> String {
         );
     }
     for (name, (count, total, min, max)) in rows {
+        let micros = scaled(total, 1_000_000, 1);
+        let ms = format!("{}.{:03}", micros / 1000, micros % 1000);
         out.push_str(&format!(
-            "{:<40} {:>10} {:>12.3} {:>12.0} {:>12.0} {:>12.0}\n",
+            "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
             name,
             count,
-            ns(total) / 1e6,
-            ns(total) / count as f64,
+            ms,
+            scaled(total, 1_000_000_000, count),
             ns(min),
             ns(max)
         ));
     }
     out
+}
+
+/// `ticks` of a clock of `hz` ticks per second in units of which a second has `per_second`,
+/// divided by `per`, rounded to the nearest: integers only (the runtime formats no floating
+/// point, whose code would be in every program).
+fn ticks_in(ticks: u64, hz: u64, per_second: u64, per: u64) -> u64 {
+    let divisor = u128::from(hz.max(1)) * u128::from(per.max(1));
+    let scaled = (u128::from(ticks) * u128::from(per_second) + divisor / 2) / divisor;
+    u64::try_from(scaled).unwrap_or(u64::MAX)
 }
 
 /// The default trace path: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`.
@@ -633,7 +645,7 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
                 _ => None,
             })
             .collect();
-        data.sort_unstable_by_key(|&(tid, before, ..)| (tid, before));
+        bootprof_format::order::sort_by_key(&mut data, |&(tid, before, ..)| (tid, before));
         for (tid, _, base, slots) in data {
             lane::slot_records(base, slots, |r| records.push(r.record(tid)));
         }
@@ -641,7 +653,7 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
     // Several threads' records interleave in time; the sort is stable, so records of one thread
     // and one time (a hit and its stack) stay in their order.
     if !records.is_sorted_by_key(|r| r.tsc) {
-        records.sort_by_key(|r| r.tsc);
+        bootprof_format::order::sort_by_key(&mut records, |r| r.tsc);
     }
 
     // Sites (all registered ones), their names in the pool; record site ids -> table indices.
@@ -689,7 +701,7 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
     }
     // Threads: every tid seen, named from /proc while it still runs.
     let mut tids: Vec<u32> = records.iter().map(|r| r.tid).collect();
-    tids.sort_unstable();
+    bootprof_format::order::sort_by_key(&mut tids, |&t| t);
     tids.dedup();
     let mut threads = Vec::with_capacity(tids.len());
     for tid in tids {
@@ -1160,6 +1172,23 @@ pub fn record_benchmark(n: usize) -> (f64, f64, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The points table's times: rounded to the nearest unit, exact where floats were not, and
+    /// no overflow for a day of ticks at 5 GHz.
+    #[test]
+    fn ticks_convert_to_rounded_units_in_integers() {
+        let ghz3 = 3_000_000_000;
+        assert_eq!(ticks_in(4_500_000, ghz3, 1_000_000, 1), 1500); // 1.500 ms
+        assert_eq!(ticks_in(4_500_000, ghz3, 1_000_000_000, 3), 500_000); // average of 3
+        assert_eq!(ticks_in(4, ghz3, 1_000_000_000, 1), 1); // 1.33 ns
+        assert_eq!(ticks_in(5, ghz3, 1_000_000_000, 1), 2); // 1.67 ns
+        assert_eq!(ticks_in(7, 0, 1, 0), 7); // no clock rate: ticks as they are
+        let day = 5_000_000_000 * 86_400;
+        assert_eq!(
+            ticks_in(day, 5_000_000_000, 1_000_000_000, 1),
+            86_400 * 1_000_000_000
+        );
+    }
 
     /// A hit of a site whose id does not fit a record is counted as dropped, never lost unseen.
     /// (The only test of this binary that records: the recorder is one per process.)

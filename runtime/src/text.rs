@@ -171,7 +171,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
             [first, last]
         })
         .collect();
-    pages.sort_unstable();
+    bootprof_format::order::sort_by_key(&mut pages, |&p| p);
     pages.dedup();
     let maps = crate::sys::read_to_string(b"/proc/self/maps").unwrap_or_default();
     // Runs of adjacent pages with the same original protection: one mprotect each way per run
