@@ -68,7 +68,7 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
         ] {
             libc::sigdelset(&mut all, sync);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
+        crate::syscall::sigmask(libc::SIG_BLOCK, &all);
         libc::prctl(libc::PR_SET_NAME, c"bootprof-attach".as_ptr());
     }
     if let Err(e) = serve() {
@@ -208,7 +208,7 @@ fn accept_within(listener: &Fd, ms: i32) -> Option<Fd> {
     }
     // SAFETY: accepts on our own socket, without the peer's address.
     let fd = unsafe {
-        libc::accept4(
+        crate::syscall::accept4(
             listener.0,
             core::ptr::null_mut(),
             core::ptr::null_mut(),

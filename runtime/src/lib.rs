@@ -8,8 +8,9 @@
 //! [`disable`] patch them ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
-//! The modules form layers, each using only the ones below it: `sys` (the C library: the
-//! runtime is `no_std`), [`text`], `clock`,
+//! The modules form layers, each using only the ones below it: `syscall` (system calls made
+//! directly, keeping the program's glibc symbol versions to a plain program's), `sys` (the C
+//! library: the runtime is `no_std`), [`text`], `clock`,
 //! `note` (stderr), `serving` (which of several copies of the runtime in one process serves:
 //! shared objects carry one too), `sigchain` (signals that are not ours, on to the program's disposition),
 //! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
@@ -68,6 +69,7 @@ mod serving;
 mod sigchain;
 mod site;
 mod sys;
+mod syscall;
 pub mod text;
 mod thread;
 pub mod trap;

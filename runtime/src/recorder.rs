@@ -700,7 +700,13 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
             .unwrap_or(fmt::NO_SITE);
     }
     // Threads: every tid seen, named from /proc while it still runs.
-    let mut tids: Vec<u32> = records.iter().map(|r| r.tid).collect();
+    // (Runs of one thread's records give its tid once before the sort.)
+    let mut tids: Vec<u32> = Vec::new();
+    for r in &records {
+        if tids.last() != Some(&r.tid) {
+            tids.push(r.tid);
+        }
+    }
     bootprof_format::order::sort_by_key(&mut tids, |&t| t);
     tids.dedup();
     let mut threads = Vec::with_capacity(tids.len());
@@ -795,7 +801,7 @@ fn written_in_place(path: &[u8]) -> bool {
     // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        libc::stat(p.as_ptr(), &mut st) == 0
+        crate::syscall::stat(p.as_ptr(), &mut st) == 0
             && bootprof_format::file::written_in_place_mode(st.st_mode)
     }
 }
@@ -998,7 +1004,7 @@ fn install_process_hooks(fatal_signals: bool) {
         // SAFETY: reads the current action, and replaces it only when it is the default.
         unsafe {
             let mut old: libc::sigaction = core::mem::zeroed();
-            if libc::sigaction(sig, core::ptr::null(), &mut old) != 0
+            if crate::syscall::sigaction(sig, core::ptr::null(), &mut old) != 0
                 || old.sa_sigaction != libc::SIG_DFL
             {
                 continue;
@@ -1007,7 +1013,7 @@ fn install_process_hooks(fatal_signals: bool) {
             sa.sa_sigaction = fatal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, core::ptr::null_mut());
+            crate::syscall::sigaction(sig, &sa, core::ptr::null_mut());
         }
     }
 }
@@ -1097,7 +1103,7 @@ static DUMP_PIPE: AtomicUsize = AtomicUsize::new(usize::MAX);
 fn dump_on_signal(sig: libc::c_int) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    if unsafe { crate::syscall::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         note("cannot create the dump pipe");
         return;
     }
@@ -1135,7 +1141,7 @@ fn dump_on_signal(sig: libc::c_int) {
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, core::ptr::null_mut());
+        crate::syscall::sigaction(sig, &sa, core::ptr::null_mut());
     }
 }
 
