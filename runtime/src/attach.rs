@@ -53,6 +53,7 @@ pub(crate) fn init_from_environment(asked: bool) {
 }
 
 /// The listener thread: serves one client, then ends (the next knock starts another).
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
     // The program's signals are for the program's threads.
     // SAFETY: a full set we own; blocks signals of this thread only.
@@ -159,6 +160,7 @@ fn listen(path: &[u8]) -> sys::Result<Fd> {
 
 /// Serves `stream` on a thread of its own if its peer is the process's user or root (true),
 /// else tells it why not.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn admit(
     stream: Fd,
     euid: u32,
@@ -331,6 +333,7 @@ impl Session {
 
     /// Stops recording, disables every site this attach enabled and checks that each holds its
     /// NOP again: `ok RESTORED NOT_RESTORED`.
+    #[cfg_attr(not(feature = "std"), optimize(size))]
     fn detach(&mut self) -> String {
         // The lane first: once a client sees the sites disabled, the session is whole.
         if self.recording {

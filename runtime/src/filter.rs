@@ -138,6 +138,7 @@ pub(crate) fn init_from_environment() {
     ONCE.call_once(read_environment);
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn read_environment() {
     let positive = |name: &str| -> Option<u64> {
         let v = crate::sys::var(name)?;

@@ -32,6 +32,9 @@
 // Without the standard library (what C programs link), thread-locals are `#[thread_local]`
 // statics (see `sys`): the build that makes that library allows the feature.
 #![cfg_attr(not(feature = "std"), feature(thread_local))]
+// Code that runs once or rarely (reading settings, writing reports and traces, attaching) is built
+// for size in the C build: every program carries it. The hit path is built for speed.
+#![cfg_attr(not(feature = "std"), feature(optimize_attribute))]
 
 extern crate alloc;
 #[cfg(feature = "std")]

@@ -134,6 +134,7 @@ pub fn start_with(capacity: usize, keep: Keep) -> bool {
 /// Creates the buffer, if there is none, with room for `capacity` records (in the session
 /// `BOOTPROF_SESSION` names, if any), installs the process's exit and fork hooks and describes
 /// the sites in it. False if no buffer can be had.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn open(capacity: usize, keep: Keep) -> bool {
     if buffer::exists() {
         return true;
@@ -555,6 +556,7 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 /// One line per profile point that was hit: name, count, total ms, average, min and max ns.
 /// Points are accounted from the first such call (which finds none) unless [`count_points`] or
 /// `BOOTPROF_POINTS=1` started the accounting earlier.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
     let counting = POINTS.swap(true, Ordering::Relaxed);
@@ -626,6 +628,7 @@ pub fn default_path() -> Vec<u8> {
 
 /// Writes the log recorded so far to `path` (atomically: a temporary file, then a rename).
 /// Returns the number of records written.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn dump(path: &[u8]) -> sys::Result<u64> {
     let mut records: Vec<Record> = Vec::new();
     let bytes = buffer::used();
@@ -832,6 +835,7 @@ fn create_temporary(path: &[u8]) -> sys::Result<(sys::Fd, Vec<u8>)> {
 /// to FILE at exit (see [`stats_line`]). `BOOTPROF_COUNT=1` counts hits exactly instead of
 /// recording them (the variables that start recording are then ignored): the counts go into the
 /// session's lane, or without a session to stderr at exit (see `counts`).
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn init_from_environment() {
     static ONCE: crate::sys::Once = crate::sys::Once::new();
     ONCE.call_once(|| {
@@ -904,6 +908,7 @@ pub(crate) fn init_from_environment() {
     });
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 extern "C" fn append_stats() {
     let Some(path) = sys::var_os("BOOTPROF_STATS") else {
         return;
@@ -1027,6 +1032,7 @@ fn measured_hz() -> u64 {
 
 /// Writes the names the process's threads have now (`/proc/self/task/*/comm`) into the lane:
 /// a thread may have been named after its first record.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn name_threads() {
     let Ok(names) = sys::read_dir(b"/proc/self/task") else {
         return;

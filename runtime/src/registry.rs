@@ -77,6 +77,7 @@ pub(crate) unsafe fn register_table(start: *const u8, stop: *const u8) {
 }
 
 /// Reads the table `[start, stop)` (registered by [`register_table`]) into the registry.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     let start = start as *const u8;
     // SAFETY: a table register_table was given, of an object still loaded (an object unloads
