@@ -109,11 +109,15 @@ struct Flavor {
 /// on the dynamic loader by name. Calls into the C library go through the PLT, as C code makes
 /// them: bound when first made, not all at start-up (rustc's default goes through the GOT, which
 /// the dynamic loader fills before `main`: tens of thousands of instructions of symbol lookups).
+/// Panic locations without file, line and column (`-Zlocation-detail=none`, both runtimes: a
+/// panic is a bug in the runtime, and its message still says what went wrong): the locations are
+/// then all one, where each was a pointer the dynamic loader relocated at every start-up and a
+/// file name in every program's read-only data.
 const EXECUTABLE: Flavor = Flavor {
     object: "bootprof_runtime.o",
     target_dir: "runtime-target",
     features: "standalone",
-    rustflags: "-Ztls-model=initial-exec -Zplt=yes",
+    rustflags: "-Ztls-model=initial-exec -Zplt=yes -Zlocation-detail=none",
 };
 
 /// The runtime linked into shared objects: rustc's default thread-locals for
@@ -125,7 +129,7 @@ const SHARED_OBJECT: Flavor = Flavor {
     object: "bootprof_runtime_shared.o",
     target_dir: "runtime-target-shared",
     features: "standalone,shared-object",
-    rustflags: "-Zplt=yes",
+    rustflags: "-Zplt=yes -Zlocation-detail=none",
 };
 
 /// Builds the `bootprof-runtime` staticlib of `flavor` with a nested cargo; returns the

@@ -210,6 +210,7 @@ struct Environment {
     mode: Mode,
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn read_environment() -> Option<Environment> {
     let (enable, stacktrace) = ("BOOTPROF_ENABLE", "BOOTPROF_STACKTRACE");
     if sys::var_os(enable).is_none() && sys::var_os(stacktrace).is_none() {

@@ -57,6 +57,7 @@ pub(crate) fn init_from_environment(asked: bool) {
 }
 
 /// The listener thread: serves one client, then ends (the next knock starts another).
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
     // The program's signals are for the program's threads.
     // SAFETY: a full set we own; blocks signals of this thread only.
@@ -72,7 +73,7 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
         ] {
             libc::sigdelset(&mut all, sync);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
+        crate::syscall::sigmask(libc::SIG_BLOCK, &all);
         libc::prctl(libc::PR_SET_NAME, c"bootprof-attach".as_ptr());
     }
     if let Err(e) = serve() {
@@ -163,6 +164,7 @@ fn listen(path: &[u8]) -> sys::Result<Fd> {
 
 /// Serves `stream` on a thread of its own if its peer is the process's user or root (true),
 /// else tells it why not.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn admit(
     stream: Fd,
     euid: u32,
@@ -212,7 +214,7 @@ fn accept_within(listener: &Fd, ms: i32) -> Option<Fd> {
     }
     // SAFETY: accepts on our own socket, without the peer's address.
     let fd = unsafe {
-        libc::accept4(
+        crate::syscall::accept4(
             listener.0,
             core::ptr::null_mut(),
             core::ptr::null_mut(),
@@ -358,6 +360,7 @@ impl Session {
     /// Stops recording, disables every site this attach enabled and checks that each holds its
     /// NOP again: `ok RESTORED NOT_RESTORED`; counting, after a [`SiteLine`] per site it enabled
     /// (guards aside: their hits are their calls') with the hits it had while enabled.
+    #[cfg_attr(not(feature = "std"), optimize(size))]
     fn detach(&mut self) -> String {
         // The lane first: once a client sees the sites disabled, the session is whole.
         if self.recording {

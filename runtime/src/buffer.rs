@@ -249,11 +249,10 @@ fn extend(from: u64, to: u64) -> bool {
     let len = (to - from) as usize * CHUNK_SIZE;
     let fd = FD.load(Ordering::Relaxed);
     if fd >= 0 {
-        // SAFETY: plain system calls on our own descriptor.
-        let r = unsafe { libc::fallocate(fd, 0, at as libc::off_t, len as libc::off_t) };
+        let r = crate::syscall::fallocate(fd, 0, at as libc::off_t, len as libc::off_t);
         if r != 0 {
             let unsupported = crate::sys::Errno::last().0 == libc::EOPNOTSUPP;
-            // SAFETY: as above.
+            // SAFETY: a plain system call on our own descriptor.
             if !unsupported || unsafe { libc::ftruncate(fd, (at + len) as libc::off_t) } != 0 {
                 return false;
             }
@@ -278,16 +277,13 @@ pub(crate) fn punch(k: u64, n: u64) {
     let at = LANE_HEADER_SIZE + k as usize * CHUNK_SIZE;
     let len = n as usize * CHUNK_SIZE;
     let fd = FD.load(Ordering::Relaxed);
-    // SAFETY: plain system calls on our own descriptor and a range inside our mapping.
     let punched = fd >= 0
-        && unsafe {
-            libc::fallocate(
-                fd,
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                at as libc::off_t,
-                len as libc::off_t,
-            )
-        } == 0;
+        && crate::syscall::fallocate(
+            fd,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            at as libc::off_t,
+            len as libc::off_t,
+        ) == 0;
     if !punched {
         // A file system that cannot punch holes (or anonymous memory): zeros, at least.
         // SAFETY: the range is inside our mapping and ours (the caller freed it).
@@ -521,7 +517,7 @@ fn new_lane(
         // SAFETY: a NUL-terminated name relative to our directory descriptor. Exclusive, never
         // through a symlink, readable by its user only.
         fd = unsafe {
-            libc::openat(
+            crate::syscall::openat(
                 dir,
                 name.as_ptr().cast(),
                 libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
@@ -558,7 +554,7 @@ fn new_lane(
             }
             FD.store(-1, Ordering::Relaxed);
             libc::close(fd);
-            libc::unlinkat(dir, name.as_ptr().cast(), 0);
+            crate::syscall::unlinkat(dir, name.as_ptr().cast(), 0);
         }
         Err(e)
     };

@@ -88,6 +88,7 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
 /// # Safety
 /// `start` must be the table start an earlier `bootprof_register` received.
 #[no_mangle]
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
     crate::serving::hand_on!(counterpart, bootprof_unregister(start));
     if !start.is_null() {

@@ -63,6 +63,7 @@ pub(crate) fn write_into_lane() -> bool {
 
 /// The counts as a table, headed by the program and its pid (what stderr gets without a
 /// session).
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn table() -> String {
     let rows = table::rows(sites().iter().filter(|s| counted(s)).map(|s| Row {
         hits: s.hits.load(Ordering::Relaxed),

@@ -40,7 +40,8 @@ static MIN_TICKS: AtomicU64 = AtomicU64::new(0);
 /// The settings as given, for the lane's header: depth (0 = none) and nanoseconds (0 = none).
 static GIVEN: (AtomicUsize, AtomicU64) = (AtomicUsize::new(0), AtomicU64::new(0));
 
-/// One open call.
+/// One open call. All zeroes (no site: never matched, never written) is an empty one, what a
+/// thread's newly mapped stack holds.
 #[derive(Clone, Copy)]
 struct Call {
     site: Option<&'static SiteRec>,
@@ -52,30 +53,75 @@ struct Call {
     out: bool,
 }
 
-impl Call {
-    const EMPTY: Call = Call {
-        site: None,
-        arg: 0,
-        tsc: 0,
-        written: false,
-        // All zeroes (no site: never matched, never written), so that the thread-local array
-        // takes no room in the file (`.tbss`, not `.tdata`).
-        out: false,
-    };
-}
-
 crate::sys::thread_local_cells! {
     /// Open calls of this thread (beyond [`HELD`], counted only).
     static LEVEL: Cell<usize> = Cell::new(0);
-    static CALLS: [Cell<Call>; HELD] = [const { Cell::new(Call::EMPTY) }; HELD];
+    /// This thread's stack of [`HELD`] calls, mapped at its first call (null before): 8 KB
+    /// in the static thread-local block would be zeroed at the start of every thread of every
+    /// program, filtered or not.
+    static CALLS: Cell<*mut Call> = Cell::new(core::ptr::null_mut());
 }
 
+/// Open call `i` of this thread (below its level: the stack is there).
 fn call(i: usize) -> Call {
-    CALLS.with(|c| c[i].get())
+    debug_assert!(i < HELD);
+    // SAFETY: a level above i means `enter` found the stack (`exit` checks); i < HELD.
+    CALLS.with(|c| unsafe { *c.get().add(i) })
 }
 
+/// Sets open call `i` of this thread (below its level: the stack is there).
 fn set_call(i: usize, value: Call) {
-    CALLS.with(|c| c[i].set(value));
+    debug_assert!(i < HELD);
+    // SAFETY: as in `call`.
+    CALLS.with(|c| unsafe { *c.get().add(i) = value });
+}
+
+/// Whether this thread has its stack of calls, mapped now if not (anonymous memory: all zeroes,
+/// empty calls; mapping is safe in a signal handler, where a trap-mode hit runs, as `malloc` is
+/// not). A thread key unmaps it when the thread ends.
+fn has_stack() -> bool {
+    !CALLS.with(Cell::get).is_null() || map_stack()
+}
+
+#[cold]
+fn map_stack() -> bool {
+    static KEY: crate::sys::OnceLock<Option<libc::pthread_key_t>> = crate::sys::OnceLock::new();
+    let Some(key) = *KEY.get_or_init(|| {
+        let mut key = 0;
+        // SAFETY: a key we own, with a destructor for what it holds.
+        (unsafe { libc::pthread_key_create(&mut key, Some(unmap_stack)) } == 0).then_some(key)
+    }) else {
+        return false;
+    };
+    // SAFETY: a fresh anonymous mapping, ours.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            STACK_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: this thread's value of our key.
+    unsafe { libc::pthread_setspecific(key, p) };
+    CALLS.with(|c| c.set(p.cast()));
+    true
+}
+
+/// The size of a thread's stack of calls.
+const STACK_BYTES: usize = HELD * core::mem::size_of::<Call>();
+
+/// A thread ends: its stack goes (a call after this, from another key's destructor, maps
+/// another, which the C library's next round of destructors unmaps).
+unsafe extern "C" fn unmap_stack(p: *mut libc::c_void) {
+    CALLS.with(|c| c.set(core::ptr::null_mut()));
+    // SAFETY: the mapping map_stack made for this thread.
+    unsafe { libc::munmap(p, STACK_BYTES) };
 }
 
 /// Whether a filter is set.
@@ -92,6 +138,7 @@ pub(crate) fn init_from_environment() {
     ONCE.call_once(read_environment);
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn read_environment() {
     let positive = |name: &str| -> Option<u64> {
         let v = crate::sys::var(name)?;
@@ -169,7 +216,7 @@ fn left_out() {
 pub(crate) fn enter(site: &'static SiteRec, arg: u64, tid: u32, tsc: u64) -> bool {
     let level = LEVEL.with(Cell::get);
     LEVEL.with(|l| l.set(level + 1));
-    if level >= HELD {
+    if level >= HELD || !has_stack() {
         return false;
     }
     let out = level >= DEPTH.load(Ordering::Relaxed);
@@ -194,7 +241,8 @@ pub(crate) fn enter(site: &'static SiteRec, arg: u64, tid: u32, tsc: u64) -> boo
 /// ones above it ended without an EXIT), and writes it if the filter keeps it.
 pub(crate) fn exit(site: &'static SiteRec, tid: u32, tsc: u64) {
     let level = LEVEL.with(Cell::get);
-    if level > HELD {
+    if level > HELD || (level > 0 && CALLS.with(Cell::get).is_null()) {
+        // Too deep, or no stack could be mapped for this thread: its calls are left out.
         LEVEL.with(|l| l.set(level - 1));
         left_out();
         return;

@@ -106,7 +106,7 @@ pub(crate) fn install(signal: libc::c_int, entry: Entry) {
     // SAFETY: a zeroed sigaction is a valid value for the query to fill.
     let mut previous: libc::sigaction = unsafe { core::mem::zeroed() };
     // SAFETY: a query of the current disposition.
-    unsafe { libc::sigaction(signal, core::ptr::null(), &mut previous) };
+    unsafe { crate::syscall::sigaction(signal, core::ptr::null(), &mut previous) };
     let knock = Knock {
         signal,
         prefix,
@@ -126,7 +126,7 @@ pub(crate) fn install(signal: libc::c_int, entry: Entry) {
         // SA_RESTART: a system call a knock interrupts goes on (and the handler learns which).
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         fill(&mut sa.sa_mask);
-        libc::sigaction(signal, &sa, core::ptr::null_mut());
+        crate::syscall::sigaction(signal, &sa, core::ptr::null_mut());
     }
 }
 
@@ -172,7 +172,7 @@ fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> bool {
     // SAFETY: a NUL-terminated path; lstat fills the struct we own (async-signal-safe).
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        libc::lstat(path.as_ptr().cast(), &mut st) == 0
+        crate::syscall::lstat(path.as_ptr().cast(), &mut st) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_uid == k.euid
     }
@@ -230,7 +230,7 @@ fn handler_below(k: &Knock, mask: &libc::sigset_t) -> bool {
                 return false;
             }
             let mut sa: libc::sigaction = core::mem::zeroed();
-            libc::sigaction(sig, core::ptr::null(), &mut sa) == 0
+            crate::syscall::sigaction(sig, core::ptr::null(), &mut sa) == 0
                 && sa.sa_sigaction != libc::SIG_DFL
                 && sa.sa_sigaction != libc::SIG_IGN
         }

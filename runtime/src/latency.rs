@@ -98,6 +98,7 @@ fn config() -> Option<&'static Config> {
         .as_ref()
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn read_config() -> Result<Option<Config>, String> {
     let Some(spec) = crate::sys::var_os("BOOTPROF_LATENCY").filter(|v| !v.is_empty()) else {
         return Ok(None);
@@ -162,6 +163,7 @@ pub(crate) fn role(matches: impl Fn(&Pattern) -> bool, rec_kind: u8) -> u8 {
 
 /// Claims and writes the lane's latency area (when recording starts, and in a fork child's new
 /// lane); false if the lane has no room for it.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn setup() -> bool {
     let Some(c) = config() else { return true };
     AREA.store(0, Ordering::Relaxed);

@@ -8,8 +8,9 @@
 //! [`disable`] patch them ([`text`]) in trap mode ([`trap`]: `int3` + SIGTRAP) or call mode
 //! ([`dispatch`]: the call to the stub is put back); handlers get a [`Hit`].
 //!
-//! The modules form layers, each using only the ones below it: `sys` (the C library: the
-//! runtime is `no_std`), [`text`], `clock`,
+//! The modules form layers, each using only the ones below it: `syscall` (system calls made
+//! directly, keeping the program's glibc symbol versions to a plain program's), `sys` (the C
+//! library: the runtime is `no_std`), [`text`], `clock`,
 //! `note` (stderr), `serving` (which of several copies of the runtime in one process serves:
 //! shared objects carry one too), `sigchain` (signals that are not ours, on to the program's disposition),
 //! `knock` (the attach signal's handler, which starts a listener thread only when knocked), `thread` (the thread's id and re-entry guard), `unwind` (a hit's call stack,
@@ -31,6 +32,9 @@
 // Without the standard library (what C programs link), thread-locals are `#[thread_local]`
 // statics (see `sys`): the build that makes that library allows the feature.
 #![cfg_attr(not(feature = "std"), feature(thread_local))]
+// Code that runs once or rarely (reading settings, writing reports and traces, attaching) is built
+// for size in the C build: every program carries it. The hit path is built for speed.
+#![cfg_attr(not(feature = "std"), feature(optimize_attribute))]
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -68,6 +72,7 @@ mod serving;
 mod sigchain;
 mod site;
 mod sys;
+mod syscall;
 pub mod text;
 mod thread;
 pub mod trap;

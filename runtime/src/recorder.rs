@@ -134,6 +134,7 @@ pub fn start_with(capacity: usize, keep: Keep) -> bool {
 /// Creates the buffer, if there is none, with room for `capacity` records (in the session
 /// `BOOTPROF_SESSION` names, if any), installs the process's exit and fork hooks and describes
 /// the sites in it. False if no buffer can be had.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn open(capacity: usize, keep: Keep) -> bool {
     if buffer::exists() {
         return true;
@@ -596,11 +597,13 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 /// One line per profile point that was hit: name, count, total ms, average, min and max ns.
 /// Points are accounted from the first such call (which finds none) unless [`count_points`] or
 /// `BOOTPROF_POINTS=1` started the accounting earlier.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
     let counting = POINTS.swap(true, Ordering::Relaxed);
-    let hz = tsc_hz() as f64;
-    let ns = |ticks: u64| ticks as f64 * 1e9 / hz;
+    let hz = tsc_hz();
+    let scaled = |ticks: u64, per_second: u64, per: u64| ticks_in(ticks, hz, per_second, per);
+    let ns = |ticks: u64| scaled(ticks, 1_000_000_000, 1);
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
     for s in site::lock().sites.iter() {
@@ -617,7 +620,7 @@ pub fn points_table() -> String {
         e.3 = e.3.max(s.point.max.load(Ordering::Relaxed));
     }
     let mut rows: Vec<_> = by_name.into_iter().collect();
-    rows.sort_by_key(|r| core::cmp::Reverse(r.1 .1));
+    bootprof_format::order::sort_by_key(&mut rows, |r| core::cmp::Reverse(r.1 .1));
     let mut out = format!(
         "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
         "profile point", "count", "total ms", "avg ns", "min ns", "max ns"
@@ -631,17 +634,28 @@ pub fn points_table() -> String {
         );
     }
     for (name, (count, total, min, max)) in rows {
+        let micros = scaled(total, 1_000_000, 1);
+        let ms = format!("{}.{:03}", micros / 1000, micros % 1000);
         out.push_str(&format!(
-            "{:<40} {:>10} {:>12.3} {:>12.0} {:>12.0} {:>12.0}\n",
+            "{:<40} {:>10} {:>12} {:>12} {:>12} {:>12}\n",
             name,
             count,
-            ns(total) / 1e6,
-            ns(total) / count as f64,
+            ms,
+            scaled(total, 1_000_000_000, count),
             ns(min),
             ns(max)
         ));
     }
     out
+}
+
+/// `ticks` of a clock of `hz` ticks per second in units of which a second has `per_second`,
+/// divided by `per`, rounded to the nearest: integers only (the runtime formats no floating
+/// point, whose code would be in every program).
+fn ticks_in(ticks: u64, hz: u64, per_second: u64, per: u64) -> u64 {
+    let divisor = u128::from(hz.max(1)) * u128::from(per.max(1));
+    let scaled = (u128::from(ticks) * u128::from(per_second) + divisor / 2) / divisor;
+    u64::try_from(scaled).unwrap_or(u64::MAX)
 }
 
 /// The default trace path: `BOOTPROF_OUTPUT`, else `bootprof.<pid>.trace`.
@@ -655,6 +669,7 @@ pub fn default_path() -> Vec<u8> {
 
 /// Writes the log recorded so far to `path` (atomically: a temporary file, then a rename).
 /// Returns the number of records written.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn dump(path: &[u8]) -> sys::Result<u64> {
     let mut records: Vec<Record> = Vec::new();
     let bytes = buffer::used();
@@ -674,7 +689,7 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
                 _ => None,
             })
             .collect();
-        data.sort_unstable_by_key(|&(tid, before, ..)| (tid, before));
+        bootprof_format::order::sort_by_key(&mut data, |&(tid, before, ..)| (tid, before));
         for (tid, _, base, slots) in data {
             lane::slot_records(base, slots, |r| records.push(r.record(tid)));
         }
@@ -682,7 +697,7 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
     // Several threads' records interleave in time; the sort is stable, so records of one thread
     // and one time (a hit and its stack) stay in their order.
     if !records.is_sorted_by_key(|r| r.tsc) {
-        records.sort_by_key(|r| r.tsc);
+        bootprof_format::order::sort_by_key(&mut records, |r| r.tsc);
     }
 
     // Sites (all registered ones), their names in the pool; record site ids -> table indices.
@@ -729,8 +744,14 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
             .unwrap_or(fmt::NO_SITE);
     }
     // Threads: every tid seen, named from /proc while it still runs.
-    let mut tids: Vec<u32> = records.iter().map(|r| r.tid).collect();
-    tids.sort_unstable();
+    // (Runs of one thread's records give its tid once before the sort.)
+    let mut tids: Vec<u32> = Vec::new();
+    for r in &records {
+        if tids.last() != Some(&r.tid) {
+            tids.push(r.tid);
+        }
+    }
+    bootprof_format::order::sort_by_key(&mut tids, |&t| t);
     tids.dedup();
     let mut threads = Vec::with_capacity(tids.len());
     for tid in tids {
@@ -824,7 +845,7 @@ fn written_in_place(path: &[u8]) -> bool {
     // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        libc::stat(p.as_ptr(), &mut st) == 0
+        crate::syscall::stat(p.as_ptr(), &mut st) == 0
             && bootprof_format::file::written_in_place_mode(st.st_mode)
     }
 }
@@ -855,6 +876,7 @@ fn create_temporary(path: &[u8]) -> sys::Result<(sys::Fd, Vec<u8>)> {
 /// to FILE at exit (see [`stats_line`]). `BOOTPROF_COUNT=1` counts hits exactly instead of
 /// recording them (the variables that start recording are then ignored): the counts go into the
 /// session's lane, or without a session to stderr at exit (see `counts`).
+#[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn init_from_environment() {
     static ONCE: crate::sys::Once = crate::sys::Once::new();
     ONCE.call_once(|| {
@@ -927,6 +949,7 @@ pub(crate) fn init_from_environment() {
     });
 }
 
+#[cfg_attr(not(feature = "std"), optimize(size))]
 extern "C" fn append_stats() {
     let Some(path) = sys::var_os("BOOTPROF_STATS") else {
         return;
@@ -1027,7 +1050,7 @@ fn install_process_hooks(fatal_signals: bool) {
         // SAFETY: reads the current action, and replaces it only when it is the default.
         unsafe {
             let mut old: libc::sigaction = core::mem::zeroed();
-            if libc::sigaction(sig, core::ptr::null(), &mut old) != 0
+            if crate::syscall::sigaction(sig, core::ptr::null(), &mut old) != 0
                 || old.sa_sigaction != libc::SIG_DFL
             {
                 continue;
@@ -1036,7 +1059,7 @@ fn install_process_hooks(fatal_signals: bool) {
             sa.sa_sigaction = fatal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, core::ptr::null_mut());
+            crate::syscall::sigaction(sig, &sa, core::ptr::null_mut());
         }
     }
 }
@@ -1050,6 +1073,7 @@ fn measured_hz() -> u64 {
 
 /// Writes the names the process's threads have now (`/proc/self/task/*/comm`) into the lane:
 /// a thread may have been named after its first record.
+#[cfg_attr(not(feature = "std"), optimize(size))]
 fn name_threads() {
     let Ok(names) = sys::read_dir(b"/proc/self/task") else {
         return;
@@ -1126,7 +1150,7 @@ static DUMP_PIPE: AtomicUsize = AtomicUsize::new(usize::MAX);
 fn dump_on_signal(sig: libc::c_int) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    if unsafe { crate::syscall::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         note("cannot create the dump pipe");
         return;
     }
@@ -1164,7 +1188,7 @@ fn dump_on_signal(sig: libc::c_int) {
         sa.sa_sigaction = on_signal as *const () as usize;
         sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, core::ptr::null_mut());
+        crate::syscall::sigaction(sig, &sa, core::ptr::null_mut());
     }
 }
 
@@ -1201,6 +1225,23 @@ pub fn record_benchmark(n: usize) -> (f64, f64, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The points table's times: rounded to the nearest unit, exact where floats were not, and
+    /// no overflow for a day of ticks at 5 GHz.
+    #[test]
+    fn ticks_convert_to_rounded_units_in_integers() {
+        let ghz3 = 3_000_000_000;
+        assert_eq!(ticks_in(4_500_000, ghz3, 1_000_000, 1), 1500); // 1.500 ms
+        assert_eq!(ticks_in(4_500_000, ghz3, 1_000_000_000, 3), 500_000); // average of 3
+        assert_eq!(ticks_in(4, ghz3, 1_000_000_000, 1), 1); // 1.33 ns
+        assert_eq!(ticks_in(5, ghz3, 1_000_000_000, 1), 2); // 1.67 ns
+        assert_eq!(ticks_in(7, 0, 1, 0), 7); // no clock rate: ticks as they are
+        let day = 5_000_000_000 * 86_400;
+        assert_eq!(
+            ticks_in(day, 5_000_000_000, 1_000_000_000, 1),
+            86_400 * 1_000_000_000
+        );
+    }
 
     /// A hit of a site whose id does not fit a record is counted as dropped, never lost unseen.
     /// (The only test of this binary that records: the recorder is one per process.)

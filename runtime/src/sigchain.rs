@@ -37,11 +37,11 @@ pub(crate) fn default_action(sig: libc::c_int) {
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &sa, core::ptr::null_mut());
+        crate::syscall::sigaction(sig, &sa, core::ptr::null_mut());
         let mut set: libc::sigset_t = core::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, sig);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
+        crate::syscall::sigmask(libc::SIG_UNBLOCK, &set);
         libc::raise(sig);
     }
 }

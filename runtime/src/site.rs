@@ -298,7 +298,7 @@ pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
 /// Builds and publishes a new snapshot of `sites`.
 pub(crate) fn publish(sites: &[&'static SiteRec]) {
     let mut sites = sites.to_vec();
-    sites.sort_by_key(|s| s.addr);
+    bootprof_format::order::sort_by_key(&mut sites, |s| s.addr);
     let mut tails: BTreeMap<u64, Vec<&'static SiteRec>> = BTreeMap::new();
     for s in sites.iter().filter(|s| s.is_tail() && s.stub_id != 0) {
         tails.entry(s.stub_id).or_default().push(s);

@@ -28,11 +28,14 @@ impl fmt::Display for Errno {
     /// As the standard library shows an OS error: `No such file or directory (os error 2)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut buf = [0u8; 128];
-        // SAFETY: the XSI strerror_r writes a NUL-terminated message into the buffer we own.
-        let r = unsafe { libc::strerror_r(self.0, buf.as_mut_ptr().cast(), buf.len()) };
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-        match (r, core::str::from_utf8(&buf[..end])) {
-            (0, Ok(text)) if !text.is_empty() => write!(f, "{text} (os error {})", self.0),
+        // SAFETY: the GNU strerror_r returns a NUL-terminated message, in the buffer we own or
+        // in the C library's constant memory.
+        let text = unsafe {
+            let p = crate::syscall::strerror_r(self.0, buf.as_mut_ptr().cast(), buf.len());
+            (!p.is_null()).then(|| core::ffi::CStr::from_ptr(p).to_bytes())
+        };
+        match text.map(core::str::from_utf8) {
+            Some(Ok(text)) if !text.is_empty() => write!(f, "{text} (os error {})", self.0),
             _ => write!(f, "os error {}", self.0),
         }
     }
@@ -59,16 +62,156 @@ fn check(r: libc::c_int) -> Result<libc::c_int> {
     }
 }
 
-extern "C" {
-    /// The process's environment, as the C library keeps it.
-    static environ: *const *const libc::c_char;
+/// The environment the runtime reads: in the runtime linked into executables, the one the
+/// process started with, which the C library passes to the functions of `.init_array` (the
+/// first of them to run here is the runtime's own); elsewhere the C library's `environ`. The
+/// executables' runtime takes it so because naming `environ` costs every start-up a symbol
+/// lookup by the dynamic loader, and the auxiliary vector follows that environment on the
+/// initial stack (no call of `getauxval`, nor its symbol version, needed). What a program
+/// changes with `setenv` later is not seen there. A shared library's constructor may call the
+/// runtime before the executable's run (its sites registering with the executable's runtime):
+/// then the environment and the vector are read from `/proc/self`, which has them as the
+/// process started too.
+#[cfg(all(not(feature = "std"), not(feature = "shared-object")))]
+mod start {
+    use alloc::vec::Vec;
+    use core::sync::atomic::{AtomicPtr, Ordering};
+    use libc::{c_char, c_int, c_ulong};
+
+    /// The environment (null until known).
+    static ENVP: AtomicPtr<*const c_char> = AtomicPtr::new(core::ptr::null_mut());
+    /// The auxiliary vector, its (type, value) pairs up to `AT_NULL` (null until known).
+    static AUXV: AtomicPtr<[c_ulong; 2]> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// What the C library calls each `.init_array` function with.
+    type Init = extern "C" fn(c_int, *const *const c_char, *const *const c_char);
+
+    extern "C" fn take(_argc: c_int, _argv: *const *const c_char, envp: *const *const c_char) {
+        if envp.is_null() {
+            return;
+        }
+        let mut at = envp;
+        // SAFETY: the environment array, then the auxiliary vector, on the initial stack,
+        // which the process never gives back. The C library may have taken variables out of
+        // the environment in place (secure-execution mode), leaving a null for each at its
+        // end: the vector starts at the first word after them that is not null (its first
+        // type never is).
+        unsafe {
+            while !(*at).is_null() {
+                at = at.add(1);
+            }
+            while (*at).is_null() {
+                at = at.add(1);
+            }
+            AUXV.store(at.cast::<[c_ulong; 2]>().cast_mut(), Ordering::Relaxed);
+        }
+        ENVP.store(envp.cast_mut(), Ordering::Relaxed);
+    }
+
+    // Priority 98: before the constructor that registers the object's sites (99, the stubs'),
+    // in an executable and in a shared library made of this runtime.
+    #[used]
+    #[link_section = ".init_array.00098"]
+    static TAKE: Init = take;
+
+    /// The environment: a null-terminated array of NUL-terminated strings.
+    pub fn environ() -> *const *const c_char {
+        let p = ENVP.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        // Before `take` ran: the environment from /proc, kept for the life of the process.
+        let mut text = super::read(b"/proc/self/environ").unwrap_or_default();
+        // Each entry NUL-terminated, the last too.
+        text.push(0);
+        let text = text.leak();
+        let mut entries: Vec<*const c_char> = text
+            .split_mut(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .map(|e| e.as_ptr().cast())
+            .collect();
+        entries.push(core::ptr::null());
+        let p = entries.leak().as_mut_ptr();
+        match ENVP.compare_exchange(
+            core::ptr::null_mut(),
+            p,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => p,
+            Err(taken) => taken,
+        }
+    }
+
+    /// The auxiliary vector's entry `kind`, or 0.
+    pub fn auxv(kind: c_ulong) -> c_ulong {
+        let mut pair = AUXV.load(Ordering::Relaxed);
+        if pair.is_null() {
+            // Before `take` ran: the vector from /proc (pairs up to AT_NULL), kept.
+            let bytes = super::read(b"/proc/self/auxv").unwrap_or_default();
+            let mut pairs: Vec<[c_ulong; 2]> = bytes
+                .chunks_exact(16)
+                .map(|p| {
+                    let word = |w: &[u8]| c_ulong::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                    [word(&p[..8]), word(&p[8..])]
+                })
+                .collect();
+            pairs.push([libc::AT_NULL, 0]);
+            let p = pairs.leak().as_mut_ptr();
+            pair = match AUXV.compare_exchange(
+                core::ptr::null_mut(),
+                p,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => p,
+                Err(taken) => taken,
+            };
+        }
+        // SAFETY: pairs up to AT_NULL (see AUXV), never freed.
+        unsafe {
+            while (*pair)[0] != libc::AT_NULL {
+                if (*pair)[0] == kind {
+                    return (*pair)[1];
+                }
+                pair = pair.add(1);
+            }
+        }
+        0
+    }
+}
+
+/// See [`start`]: the C library's environment, and `getauxval`.
+#[cfg(any(feature = "std", feature = "shared-object"))]
+mod start {
+    use libc::c_char;
+
+    extern "C" {
+        /// The process's environment, as the C library keeps it.
+        #[link_name = "environ"]
+        static ENVIRON: *const *const c_char;
+    }
+
+    /// The environment: a null-terminated array of NUL-terminated strings (or null).
+    pub fn environ() -> *const *const c_char {
+        // SAFETY: a word the C library keeps.
+        unsafe { ENVIRON }
+    }
+
+    /// The auxiliary vector's entry `kind`, or 0. Not read from after the environment: a
+    /// constructor that ran `setenv` first has moved `environ` elsewhere, and what follows it
+    /// then is not the vector.
+    pub fn auxv(kind: libc::c_ulong) -> libc::c_ulong {
+        // SAFETY: no preconditions.
+        unsafe { libc::getauxval(kind) }
+    }
 }
 
 /// Each `NAME=VALUE` entry of the environment, as a NUL-terminated string.
 fn entries() -> impl Iterator<Item = *const u8> {
-    // SAFETY: the C library's environment: a null-terminated array of NUL-terminated strings,
-    // which the runtime never changes; read as getenv reads it.
-    let mut at = unsafe { environ };
+    // SAFETY: the environment: a null-terminated array of NUL-terminated strings, which the
+    // runtime never changes; read as getenv reads it.
+    let mut at = start::environ();
     core::iter::from_fn(move || {
         // SAFETY: as above; stops at the null entry.
         unsafe {
@@ -93,12 +236,6 @@ fn starts_with(s: *const u8, prefix: &[u8]) -> bool {
         .all(|(i, &b)| unsafe { *s.add(i) } == b)
 }
 
-/// Each `NAME=VALUE` entry of the environment, as bytes.
-fn environment() -> impl Iterator<Item = &'static [u8]> {
-    // SAFETY: NUL-terminated strings that live as long as the process.
-    entries().map(|e| unsafe { core::ffi::CStr::from_ptr(e.cast()) }.to_bytes())
-}
-
 /// Whether any environment variable's name starts with `prefix` (one pass over the
 /// environment, each entry read only as far as it matches: how start-up learns that nobody
 /// asked bootprof for anything).
@@ -108,19 +245,27 @@ pub fn any_var_starting(prefix: &str) -> bool {
 
 /// The auxiliary vector's entry `kind` (`AT_SECURE`, `AT_EUID`, `AT_BASE`), or 0.
 pub fn auxv(kind: libc::c_ulong) -> libc::c_ulong {
-    // Not read from after the initial environment, where the kernel put it: a constructor that
-    // ran `setenv` first has moved `environ` elsewhere, and what follows it then is not the
-    // vector. One call into the C library.
-    // SAFETY: no preconditions.
-    unsafe { libc::getauxval(kind) }
+    start::auxv(kind)
 }
 
 /// The environment variable `name`, as bytes, if it is set (read as `getenv` reads it, without
-/// a call into the C library).
+/// a call into the C library: each entry only as far as it differs from `name=`).
 pub fn var_os(name: &str) -> Option<&'static [u8]> {
-    environment().find_map(|e| {
-        e.strip_prefix(name.as_bytes())
-            .and_then(|rest| rest.strip_prefix(b"="))
+    let name = name.as_bytes();
+    entries().find_map(|e| {
+        // SAFETY: the entry starts with `name` (so is at least that long, and its NUL comes
+        // later), then `=`, then a NUL-terminated value that lives as long as the process.
+        unsafe {
+            if !starts_with(e, name) || *e.add(name.len()) != b'=' {
+                return None;
+            }
+            let value = e.add(name.len() + 1);
+            let mut len = 0;
+            while *value.add(len) != 0 {
+                len += 1;
+            }
+            Some(core::slice::from_raw_parts(value, len))
+        }
     })
 }
 
@@ -286,7 +431,7 @@ pub fn lstat(path: &[u8]) -> Result<libc::stat> {
     // SAFETY: a NUL-terminated path and a stat we own (all zeroes is a valid stat).
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        check(libc::lstat(p.as_ptr(), &mut st)).map(|_| st)
+        check(crate::syscall::lstat(p.as_ptr(), &mut st)).map(|_| st)
     }
 }
 

@@ -180,7 +180,7 @@ fn page_ranges(writes: &[(u64, &[u8])], ps: usize) -> Vec<(usize, usize)> {
         return spans;
     }
     let mut all: Vec<(usize, usize)> = writes.iter().map(span).collect();
-    all.sort_unstable();
+    bootprof_format::order::sort_by_key(&mut all, |&s| s);
     for s in all {
         push(&mut spans, s);
     }

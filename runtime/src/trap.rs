@@ -28,7 +28,7 @@ pub(crate) fn install() {
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
         let mut old: libc::sigaction = core::mem::zeroed();
-        libc::sigaction(libc::SIGTRAP, &sa, &mut old);
+        crate::syscall::sigaction(libc::SIGTRAP, &sa, &mut old);
         PREVIOUS.store(Box::into_raw(Box::new(old)), Ordering::Release);
     }
 }
@@ -42,7 +42,7 @@ pub fn handler_in_place() -> bool {
     // SAFETY: querying the current disposition only.
     unsafe {
         let mut cur: libc::sigaction = core::mem::zeroed();
-        libc::sigaction(libc::SIGTRAP, core::ptr::null(), &mut cur);
+        crate::syscall::sigaction(libc::SIGTRAP, core::ptr::null(), &mut cur);
         cur.sa_sigaction == on_sigtrap as *const () as usize
     }
 }

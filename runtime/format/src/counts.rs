@@ -45,7 +45,7 @@ pub fn site_name(kind: Kind, provider: &str, name: &str, function: &str) -> Stri
 /// then by kind and name.
 pub fn rows(counts: impl IntoIterator<Item = Row>) -> Vec<Row> {
     let mut rows: Vec<Row> = counts.into_iter().collect();
-    rows.sort_by(|a, b| (&a.site, a.kind).cmp(&(&b.site, b.kind)));
+    crate::order::sort_by(&mut rows, |a, b| (&a.site, a.kind) < (&b.site, b.kind));
     rows.dedup_by(|later, kept| {
         let same = later.site == kept.site && later.kind == kept.kind;
         if same {
@@ -53,10 +53,9 @@ pub fn rows(counts: impl IntoIterator<Item = Row>) -> Vec<Row> {
         }
         same
     });
-    rows.sort_by(|a, b| {
-        b.hits
-            .cmp(&a.hits)
-            .then_with(|| (&a.site, a.kind).cmp(&(&b.site, b.kind)))
+    crate::order::sort_by(&mut rows, |a, b| {
+        (core::cmp::Reverse(a.hits), &a.site, a.kind)
+            < (core::cmp::Reverse(b.hits), &b.site, b.kind)
     });
     rows
 }

@@ -41,6 +41,8 @@ pub mod linked;
 #[cfg(feature = "std")]
 pub mod location;
 #[cfg(feature = "alloc")]
+pub mod order;
+#[cfg(feature = "alloc")]
 pub mod pattern;
 pub mod trace;
 
