@@ -156,17 +156,22 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Whether the signal was sent by a process while our knock file exists.
+/// Whether the signal was sent by another process while our knock file exists (the program's
+/// own signals to itself are never knocks).
 fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> bool {
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let code = unsafe { (*info).si_code };
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; a signal sent by a
+    // process (these codes) carries the sender's pid.
+    let (code, sender) = unsafe { ((*info).si_code, (*info).si_pid()) };
     if !matches!(code, libc::SI_USER | libc::SI_TKILL | libc::SI_QUEUE) {
+        return false;
+    }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    if sender as u32 == pid {
         return false;
     }
     let mut path = [0u8; 80];
     path[..k.prefix_len].copy_from_slice(&k.prefix[..k.prefix_len]);
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32;
     let n = crate::note::put_decimal(&mut path[k.prefix_len..], pid);
     path[k.prefix_len + n] = 0;
     // SAFETY: a NUL-terminated path; lstat fills the struct we own (async-signal-safe).
