@@ -58,7 +58,7 @@ const FIRST_CHUNKS: u64 = 8;
 /// At least this many chunks are added at once (256 KiB).
 const MIN_STEP: u64 = 64;
 /// At most this many chunks are added at once (4 MiB): a step of new pages stalls the thread
-/// that makes them for milliseconds, and `bootprof run` makes a lane's pages up to 16 MiB
+/// that makes them for milliseconds, and `bootprof run` makes a lane's pages up to 8 MiB
 /// ahead of it (runtime/report/src/grow.rs), which a larger step would outrun.
 const MAX_STEP: u64 = 1024;
 const MADV_POPULATE_WRITE: libc::c_int = 23;

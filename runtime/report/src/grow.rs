@@ -4,10 +4,12 @@
 //! A traced process grows its lane itself (`fallocate`, then `MADV_POPULATE_WRITE` through its
 //! shared mapping: runtime/src/buffer.rs `extend`), and on ext4 making a new page costs it
 //! 3-4 µs, some 25 ns of every traced call that writes two records. When the page is already in
-//! the page cache, dirty, with its block allocated, the same `extend` costs the process about
-//! a tenth of that: it only maps the page. This thread appends zeros to every lane that is
-//! growing, so that its file runs up to [`MAX_LEAD`] ahead of what the process has grown it to
-//! (the header's `GROWN`), and the process's next `extend` finds the pages there.
+//! the page cache, written (its space reserved), the same `extend` costs the process about a
+//! tenth of that: it maps the page. This thread appends zeros to every lane that is growing, so
+//! that its file runs up to [`MAX_LEAD`] ahead of what the process has grown it to (the
+//! header's `GROWN`), and the process's next `extend` finds the pages there. (Appended, not
+//! allocated by `fallocate` first: blocks allocated ahead take ext4 some 25 ms per 16 MiB to
+//! give back when the lane is cut, pages only written a few.)
 //!
 //! Correctness never depends on it: the runtime grows its lane as it always does, whether the
 //! grower is ahead, behind or absent (a program run without `bootprof run`, an attach). The
@@ -34,15 +36,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Chunks a lane is grown at most ahead of its process (16 MiB); a lane is grown twice its
-/// length ahead, between [`MIN_LEAD`] and this. A thread writing records as
-/// fast as one traced thread can (about 1 GB/s) takes 16 ms to use it up, several of this
-/// grower's passes; and it bounds the zeros a lane holds past its end at any time, which cost
-/// page cache and disk until they are used or cut off.
-pub const MAX_LEAD: u64 = 4096;
-/// Chunks a lane is grown at least ahead of its process (1 MiB): more than the runtime adds to
-/// a small lane at once (256 KiB), so that its next growth finds every page made.
-const MIN_LEAD: u64 = 256;
+/// Chunks a lane is grown at most ahead of its process (8 MiB); a lane is grown half its length
+/// ahead, between [`MIN_LEAD`] and this: more than the runtime adds to it at once (a quarter of
+/// its length, at most 4 MiB), so that its next growth finds every page made. One traced
+/// thread writing records as fast as it can (about 0.5 GB/s) takes 16 ms to use it up, many of
+/// this grower's passes. It bounds the zeros a lane holds past its end, which cost page cache,
+/// disk, and the time to cut them off again (about 1 ms for 8 MiB on ext4).
+pub const MAX_LEAD: u64 = 2048;
+/// Chunks a lane is grown at least ahead of its process (512 KiB): twice what the runtime adds
+/// to a small lane at once.
+const MIN_LEAD: u64 = 128;
 /// Lanes at most this many chunks (the runtime's first 32 KiB) are not grown: most processes
 /// of a session record that little, and would only be given zeros to cut off again.
 const SMALL: u64 = 8;
@@ -61,6 +64,8 @@ const RESCAN: Duration = Duration::from_millis(20);
 /// The grower of a session's lanes, running in a thread of its own until [`Grower::finish`].
 pub struct Grower {
     stop: Arc<AtomicBool>,
+    /// The write end of a pipe whose read end the thread waits on: closed, it wakes the thread.
+    wake: Option<OwnedFd>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -69,21 +74,34 @@ impl Grower {
     pub fn start(dir: PathBuf) -> Grower {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (woken, wake) = pipe().unzip();
         let thread = std::thread::Builder::new()
             .name("lane grower".into())
-            .spawn(move || Lanes::new(dir).run(&flag))
+            .spawn(move || Lanes::new(dir, woken).run(&flag))
             .ok();
-        Grower { stop, thread }
+        Grower { stop, wake, thread }
     }
 
     /// Stops growing, and cuts off what was grown and not used from every lane no process is
     /// writing any more.
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::Release);
+        drop(self.wake.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
+}
+
+/// A pipe's read and write ends (close-on-exec: the program's processes never see them).
+fn pipe() -> Option<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into our array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: the two new descriptors are ours alone to own.
+    Some(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// The lanes of a session being grown.
@@ -94,6 +112,8 @@ struct Lanes {
     done: HashSet<PathBuf>,
     /// Tells of files created in the session directory, if the kernel can.
     watch: Option<OwnedFd>,
+    /// Readable (at its end) when the grower is to stop.
+    woken: Option<OwnedFd>,
 }
 
 /// One lane being grown: its file, open for appending.
@@ -110,9 +130,10 @@ struct Header {
 }
 
 impl Lanes {
-    fn new(dir: PathBuf) -> Lanes {
+    fn new(dir: PathBuf, woken: Option<OwnedFd>) -> Lanes {
         Lanes {
             watch: watch(&dir),
+            woken,
             dir,
             lanes: HashMap::new(),
             done: HashSet::new(),
@@ -144,19 +165,17 @@ impl Lanes {
         }
     }
 
-    /// Sleeps `idle`, or until a file is created in the session directory.
+    /// Sleeps `idle`, or until a file is created in the session directory or the grower is to
+    /// stop.
     fn wait(&self, idle: Duration) {
-        let Some(fd) = &self.watch else {
-            std::thread::sleep(idle);
-            return;
-        };
-        let mut poll = libc::pollfd {
-            fd: fd.as_raw_fd(),
+        let polled = |fd: &Option<OwnedFd>| libc::pollfd {
+            fd: fd.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one pollfd of ours, for our own descriptor.
-        unsafe { libc::poll(&mut poll, 1, idle.as_millis() as libc::c_int) };
+        let mut fds = [polled(&self.watch), polled(&self.woken)];
+        // SAFETY: two pollfds of ours (a negative descriptor is skipped).
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, idle.as_millis() as libc::c_int) };
     }
 
     /// Opens the lanes that appeared since the last scan.
@@ -249,23 +268,13 @@ impl Lane {
         let Some(len) = self.len() else {
             return false;
         };
-        let lead = (2 * grown).clamp(MIN_LEAD, MAX_LEAD);
+        let lead = (grown / 2).clamp(MIN_LEAD, MAX_LEAD);
         let target = LANE_HEADER_SIZE as u64 + (grown + lead) * CHUNK as u64;
         if len >= target {
             return false;
         }
         let n = PIECE.min((target - len) as usize);
         static ZEROS: [u8; PIECE] = [0; PIECE];
-        // SAFETY: a plain system call on our own descriptor: blocks for the piece past the end,
-        // the file's size unchanged (the append below makes it).
-        unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_KEEP_SIZE,
-                len as libc::off_t,
-                n as libc::off_t,
-            )
-        };
         let wrote = std::io::Write::write(&mut &self.file, &ZEROS[..n]).is_ok_and(|w| w > 0);
         self.appended |= wrote;
         wrote

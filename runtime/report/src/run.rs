@@ -135,7 +135,7 @@ pub struct RunOptions {
     #[arg(long, conflicts_with = "count")]
     pub live: bool,
     /// Leave the growing of each lane to its own process. By default `bootprof run` makes the
-    /// pages of every lane that grows ahead of its process, from its own (at most 16 MiB
+    /// pages of every lane that grows ahead of its process, from its own (at most 8 MiB
     /// ahead), which takes most of what a new page costs off the traced threads; what was made
     /// and not used is cut off again when the process ends.
     #[arg(long)]
