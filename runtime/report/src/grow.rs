@@ -26,8 +26,8 @@
 //! being written (a process that outlives `bootprof run`, one in another pid namespace) is
 //! never cut under it; such a lane keeps at most [`MAX_LEAD`] of zeros past its end.
 
-use bootprof_format::lane::{field, LANE_HEADER_SIZE, LANE_MAGIC};
-use bootprof_format::le::u64_at;
+use bootprof_format::lane::{field, Keep, LANE_HEADER_SIZE, LANE_MAGIC};
+use bootprof_format::le::{u32_at, u64_at};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -127,6 +127,9 @@ struct Lane {
 struct Header {
     grown: u64,
     ended: bool,
+    /// The most chunks the lane will ever hold, when its keep mode says (`--keep start`: its
+    /// data chunks, and room for the metadata).
+    most: Option<u64>,
 }
 
 impl Lanes {
@@ -217,7 +220,7 @@ impl Lanes {
                 }
                 continue;
             }
-            grew |= lane.grow(header.grown);
+            grew |= lane.grow(&header);
         }
         for path in finished {
             self.lanes.remove(&path);
@@ -249,9 +252,12 @@ impl Lane {
         if b[..8] != LANE_MAGIC {
             return None;
         }
+        let limit = u64_at(&b, field::LIMIT_CHUNKS);
+        let start = u32_at(&b, field::KEEP) == Keep::Start as u32;
         Some(Header {
             grown: u64_at(&b, field::GROWN),
             ended: u64_at(&b, field::END_TSC) != 0,
+            most: (start && limit > 0).then(|| limit.saturating_add(MIN_LEAD)),
         })
     }
 
@@ -259,9 +265,10 @@ impl Lane {
         self.file.metadata().ok().map(|m| m.len())
     }
 
-    /// Appends a piece of zeros if the file is less than its lead ahead of `grown` chunks;
-    /// whether it did.
-    fn grow(&mut self, grown: u64) -> bool {
+    /// Appends a piece of zeros if the file is less than its lead ahead of the chunks the header
+    /// says the lane was grown to (and short of the most it will hold); whether it did.
+    fn grow(&mut self, header: &Header) -> bool {
+        let grown = header.grown;
         if grown <= SMALL {
             return false;
         }
@@ -269,7 +276,8 @@ impl Lane {
             return false;
         };
         let lead = (grown / 2).clamp(MIN_LEAD, MAX_LEAD);
-        let target = LANE_HEADER_SIZE as u64 + (grown + lead) * CHUNK as u64;
+        let chunks = (grown + lead).min(header.most.unwrap_or(u64::MAX));
+        let target = LANE_HEADER_SIZE as u64 + chunks * CHUNK as u64;
         if len >= target {
             return false;
         }
