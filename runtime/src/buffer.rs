@@ -57,8 +57,10 @@ const RESERVE: [usize; 4] = [64 << 30, 8 << 30, 1 << 30, 64 << 20];
 const FIRST_CHUNKS: u64 = 8;
 /// At least this many chunks are added at once (256 KiB).
 const MIN_STEP: u64 = 64;
-/// At most this many chunks are added at once (64 MiB).
-const MAX_STEP: u64 = 16_384;
+/// At most this many chunks are added at once (4 MiB): a step of new pages stalls the thread
+/// that makes them for milliseconds, and `bootprof run` makes a lane's pages up to 8 MiB
+/// ahead of it (runtime/report/src/grow.rs), which a larger step would outrun.
+const MAX_STEP: u64 = 1024;
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
 /// What a new buffer is for.

@@ -15,6 +15,8 @@ mod count;
 mod filter;
 #[path = "runtime/graph.rs"]
 mod graph;
+#[path = "runtime/grow.rs"]
+mod grow;
 #[path = "runtime/latency.rs"]
 mod latency;
 #[path = "runtime/names.rs"]

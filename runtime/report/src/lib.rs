@@ -31,6 +31,7 @@ pub mod error;
 pub mod filter;
 pub mod flamechart;
 pub mod folded;
+pub mod grow;
 pub mod holds;
 pub mod input;
 pub mod intervals;

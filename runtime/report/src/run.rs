@@ -134,6 +134,12 @@ pub struct RunOptions {
     /// counted and shown (`LOST N RECORDS`).
     #[arg(long, conflicts_with = "count")]
     pub live: bool,
+    /// Leave the growing of each lane to its own process. By default `bootprof run` makes the
+    /// pages of every lane that grows ahead of its process, from its own (at most 8 MiB
+    /// ahead), which takes most of what a new page costs off the traced threads; what was made
+    /// and not used is cut off again when the process ends.
+    #[arg(long)]
+    pub no_grow_ahead: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -143,15 +149,7 @@ pub struct RunOptions {
 /// signal when killed). A session without any process in it is reported on stderr.
 pub fn run(mut options: RunOptions) -> Result<i32, String> {
     let [enable_from, notrace_from, stacktrace_from] = inherit_selection(&mut options);
-    // The patterns of --latency: their sites are enabled too, and checked for matching none.
-    let mut latency_given: Vec<String> = Vec::new();
-    if let Some(spec) = &options.latency {
-        let (from, to) = latency_patterns(spec)?;
-        latency_given.push(from);
-        if latency_given[0] != to {
-            latency_given.push(to);
-        }
-    }
+    let latency_given = latency_given(options.latency.as_deref())?;
     let keep = match (&options.latency, options.keep) {
         (None, keep) => keep,
         (Some(_), KeepArg::Start | KeepArg::Last) => KeepArg::Last,
@@ -198,6 +196,7 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
         count,
         command,
         live: options_live,
+        no_grow_ahead,
         ..
     } = options;
     // Orphaned descendants come to us, so their ends are known too.
@@ -211,7 +210,7 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
     let root = child.id();
     session.started(root);
     let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone(), true));
-    let status = session.wait_for(root, live.as_mut());
+    let status = session.wait_for(root, live.as_mut(), !no_grow_ahead && !count);
     if let Some(live) = live.as_mut() {
         live.poll();
         live.finish();
@@ -335,6 +334,20 @@ fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
     );
     // An inherited BOOTPROF_COUNT=1 would record nothing.
     set(cmd, "BOOTPROF_COUNT", options.count.then(|| "1".into()));
+}
+
+/// The patterns of `--latency FROM..TO` (FROM, and TO if it differs): their sites are enabled
+/// too, and checked for matching none.
+fn latency_given(spec: Option<&str>) -> Result<Vec<String>, String> {
+    let Some(spec) = spec else {
+        return Ok(Vec::new());
+    };
+    let (from, to) = latency_patterns(spec)?;
+    Ok(if from == to {
+        vec![from]
+    } else {
+        vec![from, to]
+    })
 }
 
 /// The FROM and TO pattern lists of `--latency FROM..TO` (one list alone is both), checked.
@@ -535,8 +548,24 @@ impl Session {
 
     /// Reaps every process that ends until `root` does (orphans come here too), writing each
     /// one's end into its lane; then the orphans that have ended already. With `live`, prints
-    /// the records as they arrive meanwhile.
-    fn wait_for(&mut self, root: u32, mut live: Option<&mut crate::live::Live>) -> Status {
+    /// the records as they arrive meanwhile; with `grow_ahead`, grows the lanes ahead of their
+    /// processes meanwhile ([`crate::grow`]).
+    fn wait_for(
+        &mut self,
+        root: u32,
+        live: Option<&mut crate::live::Live>,
+        grow_ahead: bool,
+    ) -> Status {
+        let grower = grow_ahead.then(|| crate::grow::Grower::start(self.dir.clone()));
+        let status = self.reap_until(root, live);
+        if let Some(g) = grower {
+            g.finish();
+        }
+        status
+    }
+
+    /// [`Session::wait_for`]'s reaping.
+    fn reap_until(&mut self, root: u32, mut live: Option<&mut crate::live::Live>) -> Status {
         let mut root_status = None;
         loop {
             let mut raw = 0;
