@@ -101,10 +101,7 @@ fn serve() -> Result<(), String> {
             display(&dir)
         ));
     }
-    // The client removes the knock file when it is done (a knock it sent before it could
-    // connect may reach a thread late, and must still find the file); this removes it when the
-    // client went away without doing so.
-    let knock = sys::join(&dir, proto::knock_file(pid).as_bytes());
+    let _ = sys::remove_file(&sys::join(&dir, proto::knock_file(pid).as_bytes()));
     let path = sys::join(&dir, proto::socket_file(pid).as_bytes());
     let _ = sys::remove_file(&path);
     let listener =
@@ -128,7 +125,6 @@ fn serve() -> Result<(), String> {
         }
     }
     let _ = sys::remove_file(&path);
-    let _ = sys::remove_file(&knock);
     // Whoever connected before the name was gone is served all the same.
     while let Some(stream) = accept_within(&listener, 0) {
         admit(stream, euid, pid, &active, &mut threads);

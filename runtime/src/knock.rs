@@ -33,7 +33,7 @@
 //! calls into a buffer on the stack.
 
 use crate::sys::OnceLock;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The listener's entry point, as `pthread_create` takes it.
 pub(crate) type Entry = extern "C" fn(*mut libc::c_void) -> *mut libc::c_void;
@@ -60,6 +60,10 @@ unsafe impl Send for Knock {}
 static KNOCK: OnceLock<Knock> = OnceLock::new();
 /// A listener thread is starting or listening.
 static LISTENING: AtomicBool = AtomicBool::new(false);
+/// The process that sent the last knock: the client knocks until its listener answers, and on a
+/// busy machine a knock may reach a thread only after the listener removed the knock file; its
+/// signals are knocks all the same, not the program's (0: none yet).
+static KNOCKER: AtomicI32 = AtomicI32::new(0);
 
 /// System calls a thread may be parked in without holding any lock of the C library's.
 const PARKED_SYSCALLS: [i64; 18] = [
@@ -139,9 +143,17 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: errno is this thread's; a handler must leave it as it found it.
     let errno = unsafe { *libc::__errno_location() };
     if let Some(k) = KNOCK.get() {
-        if !is_knock(k, info) {
-            let ignored = matches!(sig, libc::SIGURG | libc::SIGWINCH);
-            crate::sigchain::chain(&k.previous, ignored, sig, info, ctx);
+        let knock = is_knock(k, info);
+        if let Some(sender) = knock {
+            KNOCKER.store(sender, Ordering::Relaxed);
+        }
+        if knock.is_none() {
+            let late = sent_by_another(info)
+                .is_some_and(|s| s != 0 && s == KNOCKER.load(Ordering::Relaxed));
+            if !late {
+                let ignored = matches!(sig, libc::SIGURG | libc::SIGWINCH);
+                crate::sigchain::chain(&k.previous, ignored, sig, info, ctx);
+            }
         } else if !LISTENING.load(Ordering::Acquire)
             && safe_point(k, ctx)
             && LISTENING
@@ -156,31 +168,36 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Whether the signal was sent by another process while our knock file exists (the program's
-/// own signals to itself are never knocks).
-fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> bool {
+/// The pid of the process that sent the signal, if another process did (by `kill`, `tgkill` or
+/// `sigqueue`; 0 when the sender is outside this process's pid namespace).
+fn sent_by_another(info: *const libc::siginfo_t) -> Option<i32> {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; a signal sent by a
     // process (these codes) carries the sender's pid.
     let (code, sender) = unsafe { ((*info).si_code, (*info).si_pid()) };
-    if !matches!(code, libc::SI_USER | libc::SI_TKILL | libc::SI_QUEUE) {
-        return false;
-    }
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() };
+    (matches!(code, libc::SI_USER | libc::SI_TKILL | libc::SI_QUEUE) && sender != own)
+        .then_some(sender)
+}
+
+/// The sender of the signal if it is a knock: sent by another process while our knock file
+/// exists (the program's own signals to itself are never knocks).
+fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> Option<i32> {
+    let sender = sent_by_another(info)?;
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
-    if sender as u32 == pid {
-        return false;
-    }
     let mut path = [0u8; 80];
     path[..k.prefix_len].copy_from_slice(&k.prefix[..k.prefix_len]);
     let n = crate::note::put_decimal(&mut path[k.prefix_len..], pid);
     path[k.prefix_len + n] = 0;
     // SAFETY: a NUL-terminated path; lstat fills the struct we own (async-signal-safe).
-    unsafe {
+    let found = unsafe {
         let mut st: libc::stat = core::mem::zeroed();
         crate::syscall::lstat(path.as_ptr().cast(), &mut st) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_uid == k.euid
-    }
+    };
+    found.then_some(sender)
 }
 
 /// Starts the listener thread, detached; false if it cannot be started.

@@ -186,17 +186,6 @@ pub struct Channel {
     pub target: Target,
     /// Sites registered in the process.
     pub sites: usize,
-    /// The knock file, removed when the conversation ends: a knock sent before the listener
-    /// answered may reach a thread of the process only later (a busy machine schedules it
-    /// late), and while the file exists it is taken for a knock, not passed on to the
-    /// program's own handler of the signal.
-    knock: std::path::PathBuf,
-}
-
-impl Drop for Channel {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.knock);
-    }
 }
 
 impl Channel {
@@ -218,13 +207,8 @@ impl Channel {
         let connected = target
             .give_to_user(&knock)
             .and_then(|()| knock_until_answered(&target, &socket));
-        let stream = match connected {
-            Ok(stream) => stream,
-            Err(e) => {
-                let _ = std::fs::remove_file(&knock);
-                return Err(e);
-            }
-        };
+        let _ = std::fs::remove_file(&knock);
+        let stream = connected?;
         stream
             .set_read_timeout(Some(ANSWER_WITHIN))
             .map_err(|e| e.to_string())?;
@@ -234,7 +218,6 @@ impl Channel {
             reader,
             target,
             sites: 0,
-            knock,
         };
         let (_, ok) = channel.request(&format!("hello {}", proto::PROTOCOL_VERSION))?;
         let mut words = ok.split_whitespace();
