@@ -19,17 +19,17 @@ use std::sync::Mutex;
 
 /// The result of rewriting one relocatable object.
 #[derive(Debug)]
-pub struct Rewritten {
+pub struct Rewritten<'d> {
     /// The new object, or `None` when the object has no sites (use it unchanged).
     pub bytes: Option<Vec<u8>>,
     /// The sites found and patched, and the probe symbols referenced and defined.
-    pub found: Found,
+    pub found: Found<'d>,
 }
 
 /// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
 /// gathering inputs. `file` names the object in messages. An object without sites, including
 /// one rewritten before, comes back unchanged (`bytes` is `None`).
-pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
+pub fn rewrite_object<'d>(data: &'d [u8], file: &str) -> Result<Rewritten<'d>> {
     let plan = patch::verify(scan::scan(data, file)?)?;
     let bytes = match &plan.object {
         Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
@@ -88,7 +88,7 @@ struct Done {
 }
 
 impl Done {
-    fn absorb(&mut self, file: &str, r: &Found, verbose: bool) {
+    fn absorb(&mut self, file: &str, r: &Found<'_>, verbose: bool) {
         self.objects += 1;
         self.relocations += r.relocations;
         self.sites += r.sites.len();
@@ -106,12 +106,12 @@ impl Done {
                 .filter(|s| s.form == Form::Guard && s.kind == Kind::Probe)
                 .map(|s| GuardCall {
                     at: Location {
-                        section: Some(s.section_name.clone()),
+                        section: Some(s.section_name.to_string()),
                         offset: Some(s.offset),
-                        symbol: Some(String::from_utf8_lossy(&s.symbol).into_owned()),
+                        symbol: Some(String::from_utf8_lossy(s.symbol).into_owned()),
                         ..Location::file(file)
                     },
-                    symbol: s.symbol.clone(),
+                    symbol: s.symbol.to_vec(),
                 }),
         );
         if verbose && (!r.sites.is_empty() || !r.not_sites.is_empty()) {
@@ -126,8 +126,8 @@ impl Done {
                     s.section_name,
                     s.offset,
                     s.kind.name(),
-                    String::from_utf8_lossy(&s.symbol),
-                    String::from_utf8_lossy(&s.function),
+                    String::from_utf8_lossy(s.symbol),
+                    String::from_utf8_lossy(s.function),
                     s.func_offset
                 ));
             }

@@ -117,7 +117,7 @@ fn guard_objects_rewrite_once() {
                 .iter()
                 .filter(|s| (s.form == bootprof_format::Form::Guard) == form_is_guard)
                 .filter(|s| s.kind == kind)
-                .map(|s| &s.symbol[..])
+                .map(|s| s.symbol)
                 .collect();
             v.sort();
             v.dedup();
@@ -135,7 +135,8 @@ fn guard_objects_rewrite_once() {
         let isenabled = names(true, bootprof_format::Kind::IsEnabled);
         assert_eq!(isenabled.len(), 2, "{flags:?}");
         assert!(guards >= 13, "{flags:?}: {guards} guards");
-        let again = bootprof_link::rewrite_object(&first.bytes.unwrap(), "main.o").unwrap();
+        let rewritten = first.bytes.unwrap();
+        let again = bootprof_link::rewrite_object(&rewritten, "main.o").unwrap();
         assert!(
             again.bytes.is_none() && again.found.sites.is_empty(),
             "{flags:?}: rewritten twice"

@@ -104,9 +104,9 @@ struct Out<'d> {
 }
 
 /// Writes the rewritten object. `sites` are sorted by section then offset.
-pub fn emit(obj: &Object<'_>, sites: &[SiteInfo]) -> Result<Vec<u8>> {
+pub fn emit(obj: &Object<'_>, sites: &[SiteInfo<'_>]) -> Result<Vec<u8>> {
     let mut out = copy_sections(obj)?;
-    let mut by_section: BTreeMap<usize, Vec<&SiteInfo>> = BTreeMap::new();
+    let mut by_section: BTreeMap<usize, Vec<&SiteInfo<'_>>> = BTreeMap::new();
     for s in sites {
         by_section.entry(s.section).or_default().push(s);
     }
@@ -125,7 +125,7 @@ pub fn emit(obj: &Object<'_>, sites: &[SiteInfo]) -> Result<Vec<u8>> {
     symbols::insert(obj, &mut out, &syms);
     relocs::renumber(&mut out, sites, &syms)?;
     let thunks = text::patch_sites(obj, &mut out, &by_section, &syms)?;
-    fragment::add_fragments(&mut out, &by_section, &syms, &thunks);
+    fragment::add_fragments(&mut out, &by_section, &syms, &thunks)?;
     Ok(layout::write(obj.data, out.sections, out.shstrndx))
 }
 

@@ -18,7 +18,11 @@ const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
 const SHT_LLVM_CALL_GRAPH_PROFILE: u32 = 0x6fff_4c09;
 
 /// Renumbers symbol references and neutralises the site relocations.
-pub(super) fn renumber(out: &mut Out<'_>, sites: &[SiteInfo], syms: &SectionSymbols) -> Result<()> {
+pub(super) fn renumber(
+    out: &mut Out<'_>,
+    sites: &[SiteInfo<'_>],
+    syms: &SectionSymbols,
+) -> Result<()> {
     let mut neutral: HashMap<usize, Vec<usize>> = HashMap::new();
     for s in sites {
         let guard_relas = s.guard.iter().flat_map(|g| g.relas);
