@@ -6,9 +6,9 @@
 //! on verified guard sites. A record is accepted only whole: `R_X86_64_PC32` at +0 to the NOP,
 //! `R_X86_64_PC32` at +4 to the jump's target, `R_X86_64_64` at +8 to a probe symbol; the NOP
 //! must be exactly `0f 1f 44 00 00` on an instruction boundary of an executable section, the
-//! target inside an executable section. A record whose three relocations are `R_X86_64_NONE` was
-//! rewritten already and is skipped (rewriting is idempotent); anything else is an error naming
-//! the record.
+//! target inside an executable section. A record without relocations, or whose three are
+//! `R_X86_64_NONE` (as bootprof-link left them before it removed them), was rewritten already and
+//! is skipped (rewriting is idempotent); anything else is an error naming the record.
 
 use crate::elf::{reloc_name, Object, LE};
 use crate::error::{Error, Location, Result};

@@ -76,8 +76,8 @@ fn rewrite_object_returns_on_every_fuzz_input() {
 
 /// The guards of `bootprof.h` (`tests/sources/header-guards`, compiled here at -O0 and -O2, with
 /// and without -ffunction-sections): rewriting finds the guards and their out-of-line calls, and a
-/// rewritten object is left as it is when rewritten again (its guard records' relocations are
-/// `R_X86_64_NONE`, its calls NOPs).
+/// rewritten object is left as it is when rewritten again (its guard records have no relocations
+/// left, its calls are NOPs).
 #[test]
 fn guard_objects_rewrite_once() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();

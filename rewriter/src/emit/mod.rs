@@ -2,7 +2,8 @@
 //!
 //! Takes the parsed object and its verified sites; hands on the bytes of a new relocatable object
 //! in which
-//! - each site holds its NOP form and its relocation is `R_X86_64_NONE` ([`text`], [`relocs`]);
+//! - each site holds its NOP form and its relocation is gone, as are its guard record's
+//!   ([`text`], [`relocs`]);
 //! - each tail site jumping to a stub has a thunk at the end of its text section, which its table
 //!   entry targets (the site's identity in call mode) ([`text`]);
 //! - each text section with sites has a `bootprof_sites` fragment (`SHF_LINK_ORDER` to that text
