@@ -12,7 +12,7 @@ use crate::gather::{Gathered, Input, InputKind};
 use crate::site::{Found, NotASite};
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -227,7 +227,8 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         notes,
         ..Rewrites::default()
     };
-    let mut defined = BTreeSet::new();
+    // Gathered in lists and sorted once: thousands of probe symbols, most in several inputs.
+    let (mut referenced, mut defined) = (Vec::new(), Vec::new());
     let mut guard_calls = Vec::new();
     for (input, result) in inputs.iter().zip(rewrite_all(&inputs, dir, verbose)) {
         let done = result?;
@@ -240,9 +241,7 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         r.sites += done.sites;
         r.uses_runtime |= done.uses_runtime;
         r.walks_stacks |= done.walks_stacks;
-        for (name, kind) in done.referenced {
-            r.referenced.insert(name, kind);
-        }
+        referenced.extend(done.referenced);
         defined.extend(done.defined);
         r.notes.extend(done.notes);
         if let Some(new) = done.replacement {
@@ -257,9 +256,12 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             }
         }
     }
+    defined.sort_unstable();
+    defined.dedup();
+    let is_defined = |name: &[u8]| defined.binary_search_by(|d| d[..].cmp(name)).is_ok();
     // A guard's out-of-line call keeps only what bootprof's stub and dispatcher keep (every
     // register but r11; the stack unaligned): it must not reach a function the program defines.
-    if let Some(c) = guard_calls.iter().find(|c| defined.contains(&c.symbol)) {
+    if let Some(c) = guard_calls.iter().find(|c| is_defined(&c.symbol)) {
         return Err(Error::Refused {
             at: c.at.clone(),
             what: format!(
@@ -270,9 +272,10 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             ),
         });
     }
-    for name in &defined {
-        r.referenced.remove(name);
-    }
+    r.referenced = referenced
+        .into_iter()
+        .filter(|(name, _)| !is_defined(name))
+        .collect();
     r.args = order
         .into_iter()
         .filter(|i| !removed.contains(i))

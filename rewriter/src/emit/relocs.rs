@@ -47,8 +47,8 @@ pub(super) fn renumber(
                 if !renumbered && dropped.is_empty() {
                     continue;
                 }
-                let mut relas: Vec<Rela64> = without(super::table(sec.data.bytes()), dropped);
-                for r in &mut relas {
+                let mut relas: Vec<Rela64> = kept(sec.data.bytes(), dropped);
+                for r in relas.iter_mut().filter(|_| renumbered) {
                     let (sym, ty) = (r.r_sym(LE, false), r.r_type(LE, false));
                     r.set_r_info(LE, false, remap(sym), ty);
                 }
@@ -58,8 +58,8 @@ pub(super) fn renumber(
                 if !renumbered && dropped.is_empty() {
                     continue;
                 }
-                let mut rels: Vec<Rel64> = without(super::table(sec.data.bytes()), dropped);
-                for r in &mut rels {
+                let mut rels: Vec<Rel64> = kept(sec.data.bytes(), dropped);
+                for r in rels.iter_mut().filter(|_| renumbered) {
                     let (sym, ty) = (r.r_sym(LE), r.r_type(LE));
                     r.set_r_info(LE, remap(sym), ty);
                 }
@@ -99,8 +99,10 @@ pub(super) fn renumber(
     Ok(())
 }
 
-/// `entries` without those at the indices `drop` lists (sorted).
-fn without<T>(entries: Vec<T>, drop: &[usize]) -> Vec<T> {
+/// The entries of a table section, copied out of its bytes, but for those at the indices `drop`
+/// lists (sorted).
+fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[usize]) -> Vec<T> {
+    let entries: Vec<T> = super::table(bytes);
     if drop.is_empty() {
         return entries;
     }
