@@ -99,26 +99,20 @@ pub(super) fn renumber(
     Ok(())
 }
 
-/// The entries of a table section, copied out of its bytes, but for those at the indices `drop`
-/// lists (sorted).
+/// The entries of a table section, copied out of its bytes (as [`super::table`]), but for
+/// those at the indices `drop` lists (sorted, each an entry): the runs between them copied whole.
 fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[usize]) -> Vec<T> {
-    let entries: Vec<T> = super::table(bytes);
-    if drop.is_empty() {
-        return entries;
+    let whole = bytes.len() - bytes.len() % std::mem::size_of::<T>();
+    let all = object::pod::slice_from_all_bytes::<T>(&bytes[..whole])
+        .expect("object's ELF types are unaligned");
+    let mut out = Vec::with_capacity(all.len().saturating_sub(drop.len()));
+    let mut from = 0;
+    for &j in drop {
+        out.extend_from_slice(&all[from..j]);
+        from = j + 1;
     }
-    let mut next = drop.iter().peekable();
-    entries
-        .into_iter()
-        .enumerate()
-        .filter(|&(j, _)| {
-            let dropped = next.peek() == Some(&&j);
-            if dropped {
-                next.next();
-            }
-            !dropped
-        })
-        .map(|(_, e)| e)
-        .collect()
+    out.extend_from_slice(&all[from..]);
+    out
 }
 
 /// Renumbers the ULEB128 symbol indices of an `.llvm_addrsig` section.
