@@ -6,7 +6,7 @@
 //! [`bootprof_format::disabled_bytes`], with their before/after table.
 
 use bootprof_format::Form;
-use iced_x86::{Code, Decoder, DecoderOptions, Register};
+use iced_x86::{Decoder, DecoderOptions};
 use object::elf;
 
 /// What the bytes under a relocation against a probe symbol are.
@@ -28,10 +28,14 @@ pub(crate) enum Recognised {
 
 /// Looks at the bytes of `text` under a relocation of type `r_type` at `r_offset` with `addend`.
 ///
-/// Only the forms of the prior-art table are accepted, and each is decoded with iced-x86 to make
-/// sure the bytes are exactly that instruction: `e8`/`e9` + rel32 with `R_X86_64_PLT32` or
+/// Only the forms of the prior-art table are accepted: `e8`/`e9` + rel32 with `R_X86_64_PLT32` or
 /// `R_X86_64_PC32`, and `ff 15`/`ff 25` + RIP-relative disp32 with one of the GOTPCREL types. The
-/// relocation must cover the last four bytes of the instruction (addend -4).
+/// relocation must cover the last four bytes of the instruction (addend -4). The opcode bytes
+/// decide the instruction whole: in 64-bit code `e8`, `e9` are always `call`/`jmp rel32` and the
+/// ModRM byte `15`/`25` after `ff` is always `call`/`jmp qword [rip+disp32]`, so the scan's
+/// check that the relocation's four bytes lie inside the section leaves nothing for a decoder
+/// to reject (the `forms_decode_as_iced_does` test holds iced-x86 to that). Whether the
+/// instruction starts on an instruction boundary is [`on_boundaries`]' decoding.
 pub(crate) fn recognise(
     text: &[u8],
     r_offset: usize,
@@ -62,16 +66,7 @@ pub(crate) fn recognise(
             Recognised::NotASite("a call to an offset from the symbol")
         };
     }
-    let mut decoder = Decoder::with_ip(64, &text[start..], start as u64, DecoderOptions::NONE);
-    let insn = decoder.decode();
-    let code_ok = match form {
-        Form::CallRel32 => insn.code() == Code::Call_rel32_64,
-        Form::JmpRel32 => insn.code() == Code::Jmp_rel32_64,
-        Form::CallGot => insn.code() == Code::Call_rm64 && insn.memory_base() == Register::RIP,
-        Form::JmpGot => insn.code() == Code::Jmp_rm64 && insn.memory_base() == Register::RIP,
-        Form::Guard => false,
-    };
-    if !code_ok || insn.len() != form.len() {
+    if text.len() < start + form.len() {
         return Recognised::BadCall;
     }
     Recognised::Site { start, form }
@@ -88,28 +83,34 @@ fn opcode_before(text: &[u8], r_offset: usize, forms: [Form; 2]) -> Option<Form>
 }
 
 /// Checks that each of `starts` (sorted offsets in `text`) is an instruction boundary when
-/// `text` is decoded linearly from `from`. Returns one flag per start.
+/// `text` is decoded linearly from `from`: sets the flag of each in `ok` (as long as `starts`;
+/// reused by the caller from function to function).
 ///
 /// Compiler output on x86-64 keeps no data inside functions, so decoding from the function's
 /// first byte reaches every instruction; a start that decoding steps over is not an instruction.
-pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize]) -> Vec<bool> {
-    let mut ok = vec![false; starts.len()];
+pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut [bool]) {
+    ok.fill(false);
     let Some(code) = text.get(from..) else {
-        return ok;
+        return;
     };
+    // A hook's call is mostly its function's first instruction: nothing to decode for it.
+    let at_start = starts.iter().take_while(|&&s| s == from).count();
+    ok[..at_start].fill(true);
+    if at_start == starts.len() {
+        return;
+    }
     let mut decoder = Decoder::with_ip(64, code, from as u64, DecoderOptions::NONE);
     let mut pos = from;
-    for (i, &s) in starts.iter().enumerate() {
+    for (i, &s) in starts.iter().enumerate().skip(at_start) {
         while pos < s && decoder.can_decode() {
             let insn = decoder.decode();
             if insn.is_invalid() {
-                return ok;
+                return;
             }
             pos += insn.len();
         }
         ok[i] = pos == s;
     }
-    ok
 }
 
 #[cfg(test)]
@@ -142,8 +143,39 @@ mod tests {
                 form: Form::CallGot
             }
         );
-        assert_eq!(on_boundaries(&text, 0, &[1, 6, 11]), vec![true, true, true]);
-        assert_eq!(on_boundaries(&text, 0, &[2]), vec![false]);
+        let boundaries = |from, starts: &[usize]| {
+            let mut ok = vec![false; starts.len()];
+            on_boundaries(&text, from, starts, &mut ok);
+            ok
+        };
+        assert_eq!(boundaries(0, &[1, 6, 11]), [true, true, true]);
+        assert_eq!(boundaries(0, &[2]), [false]);
+        assert_eq!(boundaries(1, &[1, 6, 11]), [true, true, true]);
+        assert_eq!(boundaries(1, &[1, 7]), [true, false]);
+        assert_eq!(boundaries(18, &[18]), [false]);
+    }
+
+    /// Each form's bytes, with any displacement, are the instruction `recognise` takes them for.
+    #[test]
+    fn forms_decode_as_iced_does() {
+        use iced_x86::{Code, Register};
+        let cases = [
+            (Form::CallRel32, Code::Call_rel32_64),
+            (Form::JmpRel32, Code::Jmp_rel32_64),
+            (Form::CallGot, Code::Call_rm64),
+            (Form::JmpGot, Code::Jmp_rm64),
+        ];
+        for (form, code) in cases {
+            for disp in [0u32, 1, 0x7fff_ffff, 0x8000_0000, u32::MAX] {
+                let mut bytes = form.opcode().to_vec();
+                bytes.extend_from_slice(&disp.to_le_bytes());
+                let insn = Decoder::new(64, &bytes, DecoderOptions::NONE).decode();
+                assert_eq!((insn.code(), insn.len()), (code, form.len()), "{form:?}");
+                if matches!(form, Form::CallGot | Form::JmpGot) {
+                    assert_eq!(insn.memory_base(), Register::RIP);
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //! on verified guard sites. A record is accepted only whole: `R_X86_64_PC32` at +0 to the NOP,
 //! `R_X86_64_PC32` at +4 to the jump's target, `R_X86_64_64` at +8 to a probe symbol; the NOP
 //! must be exactly `0f 1f 44 00 00` on an instruction boundary of an executable section, the
-//! target inside an executable section. A record whose three relocations are `R_X86_64_NONE` was
-//! rewritten already and is skipped (rewriting is idempotent); anything else is an error naming
-//! the record.
+//! target inside an executable section. A record without relocations, or whose three are
+//! `R_X86_64_NONE` (as bootprof-link left them before it removed them), was rewritten already and
+//! is skipped (rewriting is idempotent); anything else is an error naming the record.
 
 use crate::elf::{reloc_name, Object, LE};
 use crate::error::{Error, Location, Result};
@@ -21,7 +21,7 @@ use object::read::SymbolIndex;
 use std::collections::BTreeMap;
 
 /// Turns the relocations of the scanned object's guard sections into guard sites.
-pub(crate) fn guards(scanned: &Scanned<'_>) -> Result<Vec<SiteInfo>> {
+pub(crate) fn guards<'d>(scanned: &Scanned<'d>) -> Result<Vec<SiteInfo<'d>>> {
     let ctx = &scanned.object;
     let sizes = &scanned.guard_sizes;
     let rec_at = |offset: u64, symbol: Option<String>| Location {
@@ -78,7 +78,7 @@ pub(crate) fn guards(scanned: &Scanned<'_>) -> Result<Vec<SiteInfo>> {
                 "incomplete guard record (needs relocations at +0, +4 and +8)",
             ));
         };
-        let Some((kind, name)) = scanned.probe_at(probe.sym).map(|p| (p.kind, &p.name[..])) else {
+        let Some((kind, name)) = scanned.probe_at(probe.sym) else {
             return Err(bad(
                 rec_at(record + 8, None),
                 format!("names symbol #{}, which is not a probe symbol", probe.sym),
@@ -120,12 +120,12 @@ pub(crate) fn guards(scanned: &Scanned<'_>) -> Result<Vec<SiteInfo>> {
         orig[0] = 0xe9;
         out.push(SiteInfo {
             section: sec,
-            section_name: ctx.section_name(sec),
+            section_name: ctx.section_name(sec).into(),
             offset,
             form: Form::Guard,
             kind,
-            symbol: name.to_vec(),
-            function: Vec::new(),
+            symbol: name,
+            function: &[],
             func_offset: 0,
             rela: site.rela,
             symbol_index: probe.sym,

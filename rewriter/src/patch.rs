@@ -12,12 +12,13 @@ use crate::scan::{Candidate, Scanned};
 use crate::site::{Found, NotASite, SiteInfo};
 use bootprof_format::Form;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What [`verify`] found in one object, and the parsed object when it has sites (for `emit`).
 #[derive(Debug, Default)]
 pub struct Plan<'d> {
     /// The sites and probe symbols.
-    pub found: Found,
+    pub found: Found<'d>,
     /// The parsed object, kept for the writer when there are sites.
     pub object: Option<Object<'d>>,
 }
@@ -134,20 +135,23 @@ fn recognise_all<'c>(
 
 /// Checks that each recognised call is on an instruction boundary (one linear decode per
 /// function) and that no symbol starts inside it; hands the good ones on as sites.
-fn check_boundaries(
-    scanned: &Scanned<'_>,
+fn check_boundaries<'d>(
+    scanned: &Scanned<'d>,
     sec: usize,
     text: &[u8],
-    funcs: &[Func<'_>],
+    funcs: &[Func<'d>],
     recognised: Vec<Call<'_>>,
-    sites: &mut Vec<SiteInfo>,
+    sites: &mut Vec<SiteInfo<'d>>,
     not_sites: &mut Vec<NotASite>,
 ) -> Result<()> {
-    let section_name = scanned.object.section_name(sec);
+    let section_name: Arc<str> = scanned.object.section_name(sec).into();
+    let (mut starts, mut ok) = (Vec::new(), Vec::new());
     for group in recognised.chunk_by(|a, b| a.from == b.from) {
-        let starts: Vec<usize> = group.iter().map(|v| v.start).collect();
-        let ok = decode::on_boundaries(text, group[0].from, &starts);
-        for (v, ok) in group.iter().zip(ok) {
+        starts.clear();
+        starts.extend(group.iter().map(|v| v.start));
+        ok.resize(starts.len(), false);
+        decode::on_boundaries(text, group[0].from, &starts, &mut ok[..starts.len()]);
+        for (v, &ok) in group.iter().zip(&ok) {
             let c = v.candidate;
             if !ok {
                 not_sites.push(NotASite {
@@ -164,7 +168,9 @@ fn check_boundaries(
                     inside,
                 ));
             }
-            let probe = &scanned.probes[c.probe as usize];
+            let (kind, symbol) = scanned
+                .probe_at(c.symbol_index)
+                .expect("a candidate's symbol is a probe symbol");
             let func = enclosing(funcs, start as u64);
             let mut orig = [0u8; 8];
             orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
@@ -175,9 +181,9 @@ fn check_boundaries(
                 section_name: section_name.clone(),
                 offset: start as u64,
                 form,
-                kind: probe.kind,
-                symbol: probe.name.clone(),
-                function: func.map(|f| f.name.to_vec()).unwrap_or_default(),
+                kind,
+                symbol,
+                function: func.map_or(&[][..], |f| f.name),
                 func_offset: start as u64 - func.map_or(0, |f| f.value),
                 rela: c.rela,
                 symbol_index: c.symbol_index,
@@ -191,17 +197,19 @@ fn check_boundaries(
 
 /// Checks that guard `g`'s NOP is an instruction of its function, as any site, and names the
 /// function.
-fn place_guard(obj: &Object<'_>, g: &mut SiteInfo, funcs: &[Func<'_>]) -> Result<()> {
+fn place_guard<'d>(obj: &Object<'d>, g: &mut SiteInfo<'d>, funcs: &[Func<'d>]) -> Result<()> {
     let func = enclosing(funcs, g.offset);
     let from = func.map_or(0, |f| f.value as usize);
     let text = obj.section_data(g.section)?;
     let where_ = || Location {
-        section: Some(g.section_name.clone()),
+        section: Some(g.section_name.to_string()),
         offset: Some(g.offset),
-        symbol: Some(String::from_utf8_lossy(&g.symbol).into_owned()),
+        symbol: Some(String::from_utf8_lossy(g.symbol).into_owned()),
         ..Location::file(obj.file.clone())
     };
-    if !decode::on_boundaries(text, from, &[g.offset as usize])[0] {
+    let mut ok = [false];
+    decode::on_boundaries(text, from, &[g.offset as usize], &mut ok);
+    if !ok[0] {
         return Err(Error::malformed(
             where_(),
             "a guard's NOP is not on an instruction boundary when decoded from the function start",
@@ -210,7 +218,7 @@ fn place_guard(obj: &Object<'_>, g: &mut SiteInfo, funcs: &[Func<'_>]) -> Result
     if let Some(inside) = starts_inside(funcs, g.offset, 5) {
         return Err(symbol_inside_site(where_(), inside));
     }
-    g.function = func.map(|f| f.name.to_vec()).unwrap_or_default();
+    g.function = func.map_or(&[][..], |f| f.name);
     g.func_offset = g.offset - func.map_or(0, |f| f.value);
     Ok(())
 }

@@ -12,24 +12,24 @@ use crate::gather::{Gathered, Input, InputKind};
 use crate::site::{Found, NotASite};
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The result of rewriting one relocatable object.
 #[derive(Debug)]
-pub struct Rewritten {
+pub struct Rewritten<'d> {
     /// The new object, or `None` when the object has no sites (use it unchanged).
     pub bytes: Option<Vec<u8>>,
     /// The sites found and patched, and the probe symbols referenced and defined.
-    pub found: Found,
+    pub found: Found<'d>,
 }
 
 /// Rewrites one relocatable x86-64 ELF object: the rewriting core shared by every way of
 /// gathering inputs. `file` names the object in messages. An object without sites, including
 /// one rewritten before, comes back unchanged (`bytes` is `None`).
-pub fn rewrite_object(data: &[u8], file: &str) -> Result<Rewritten> {
+pub fn rewrite_object<'d>(data: &'d [u8], file: &str) -> Result<Rewritten<'d>> {
     let plan = patch::verify(scan::scan(data, file)?)?;
     let bytes = match &plan.object {
         Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
@@ -88,7 +88,7 @@ struct Done {
 }
 
 impl Done {
-    fn absorb(&mut self, file: &str, r: &Found, verbose: bool) {
+    fn absorb(&mut self, file: &str, r: &Found<'_>, verbose: bool) {
         self.objects += 1;
         self.relocations += r.relocations;
         self.sites += r.sites.len();
@@ -106,12 +106,12 @@ impl Done {
                 .filter(|s| s.form == Form::Guard && s.kind == Kind::Probe)
                 .map(|s| GuardCall {
                     at: Location {
-                        section: Some(s.section_name.clone()),
+                        section: Some(s.section_name.to_string()),
                         offset: Some(s.offset),
-                        symbol: Some(String::from_utf8_lossy(&s.symbol).into_owned()),
+                        symbol: Some(String::from_utf8_lossy(s.symbol).into_owned()),
                         ..Location::file(file)
                     },
-                    symbol: s.symbol.clone(),
+                    symbol: s.symbol.to_vec(),
                 }),
         );
         if verbose && (!r.sites.is_empty() || !r.not_sites.is_empty()) {
@@ -126,8 +126,8 @@ impl Done {
                     s.section_name,
                     s.offset,
                     s.kind.name(),
-                    String::from_utf8_lossy(&s.symbol),
-                    String::from_utf8_lossy(&s.function),
+                    String::from_utf8_lossy(s.symbol),
+                    String::from_utf8_lossy(s.function),
                     s.func_offset
                 ));
             }
@@ -227,7 +227,8 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         notes,
         ..Rewrites::default()
     };
-    let mut defined = BTreeSet::new();
+    // Gathered in lists and sorted once: thousands of probe symbols, most in several inputs.
+    let (mut referenced, mut defined) = (Vec::new(), Vec::new());
     let mut guard_calls = Vec::new();
     for (input, result) in inputs.iter().zip(rewrite_all(&inputs, dir, verbose)) {
         let done = result?;
@@ -240,9 +241,7 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         r.sites += done.sites;
         r.uses_runtime |= done.uses_runtime;
         r.walks_stacks |= done.walks_stacks;
-        for (name, kind) in done.referenced {
-            r.referenced.insert(name, kind);
-        }
+        referenced.extend(done.referenced);
         defined.extend(done.defined);
         r.notes.extend(done.notes);
         if let Some(new) = done.replacement {
@@ -257,9 +256,12 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             }
         }
     }
+    defined.sort_unstable();
+    defined.dedup();
+    let is_defined = |name: &[u8]| defined.binary_search_by(|d| d[..].cmp(name)).is_ok();
     // A guard's out-of-line call keeps only what bootprof's stub and dispatcher keep (every
     // register but r11; the stack unaligned): it must not reach a function the program defines.
-    if let Some(c) = guard_calls.iter().find(|c| defined.contains(&c.symbol)) {
+    if let Some(c) = guard_calls.iter().find(|c| is_defined(&c.symbol)) {
         return Err(Error::Refused {
             at: c.at.clone(),
             what: format!(
@@ -270,9 +272,10 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             ),
         });
     }
-    for name in &defined {
-        r.referenced.remove(name);
-    }
+    r.referenced = referenced
+        .into_iter()
+        .filter(|(name, _)| !is_defined(name))
+        .collect();
     r.args = order
         .into_iter()
         .filter(|i| !removed.contains(i))

@@ -227,16 +227,17 @@ pub fn runtime_args(
                 .is_some_and(is_runtime_rlib)
         });
         return Ok(if has_runtime {
-            entry_point_args(output, Vec::new(), walks_stacks)
+            entry_point_args(output, Vec::new(), None, walks_stacks)
         } else {
             let object = runtime.object_to_link(output)?;
-            entry_point_args(output, vec![object.display().to_string()], walks_stacks)
+            let exports = exported_names(&object, output);
+            let libraries = vec![object.display().to_string()];
+            entry_point_args(output, libraries, exports, walks_stacks)
         });
     }
-    let mut libraries = vec![
-        runtime.object_to_link(output)?.display().to_string(),
-        "-lm".into(),
-    ];
+    let object = runtime.object_to_link(output)?;
+    let exports = exported_names(&object, output);
+    let mut libraries = vec![object.display().to_string(), "-lm".into()];
     if has(&["-nostdlib", "-nodefaultlibs"]) {
         if !names_the_c_library(line) {
             return Err(Error::Refused {
@@ -258,7 +259,39 @@ pub fn runtime_args(
         // since glibc 2.34 (libdl.a is then empty), in libdl before.
         libraries.push("-ldl".into());
     }
-    Ok(entry_point_args(output, libraries, walks_stacks))
+    Ok(entry_point_args(output, libraries, exports, walks_stacks))
+}
+
+/// The entry points (`bootprof_*`, `__wrap_*`: default-visibility globals it defines) of the runtime object
+/// `object` that an executable exports, by name; `None` for a shared object's output, or when
+/// `object` is not a relocatable object (an archive `BOOTPROF_RUNTIME` names whose prelink
+/// failed): the patterns [`EXPORTED`] then export them. Names, not patterns: GNU ld matches
+/// every symbol of the link against each pattern with `fnmatch` in wide characters (a quarter
+/// of its work on a 20,000-function program), a name with one hash lookup.
+fn exported_names(object: &Path, output: Output) -> Option<Vec<String>> {
+    use object::read::elf::Sym;
+    if output != Output::Executable {
+        return None;
+    }
+    let data = crate::elf::map(object).ok()?;
+    let obj = crate::elf::Object::parse(&data, &object.display().to_string()).ok()?;
+    let mut names: Vec<String> = obj
+        .symbols
+        .iter()
+        .filter(|s| s.st_bind() != object::elf::STB_LOCAL)
+        .filter(|s| s.st_visibility() == object::elf::STV_DEFAULT)
+        .filter(|s| s.st_shndx(crate::elf::LE) != object::elf::SHN_UNDEF)
+        .filter_map(|s| obj.symbols.symbol_name(crate::elf::LE, s).ok())
+        .filter(|n| {
+            EXPORTED
+                .iter()
+                .any(|p| n.starts_with(p.trim_end_matches('*').as_bytes()))
+        })
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(names)
 }
 
 /// Whether `line` names the C library itself: `-lc` (`-l c`, `-l:libc.so.6`, ...) or a path to
@@ -282,10 +315,15 @@ fn names_the_c_library(line: &LinkLine) -> bool {
 /// `libraries` (what links the runtime) with the flags around them: `-u` pulls the runtime's
 /// registration entry points in (the stubs refer to them only weakly), `--wrap` sends the
 /// program's calls of [`WRAPPED`] to the runtime, and an executable exports every entry point
-/// (`bootprof_*`, `__wrap_*`), so that the shared objects it loads bind their calls to its
-/// runtime rather than to their own copies (a shared object's are default-visibility globals,
-/// exported anyway).
-fn entry_point_args(output: Output, libraries: Vec<String>, walks_stacks: bool) -> Vec<String> {
+/// (`bootprof_*`, `__wrap_*`: `exports` by name, else by [`EXPORTED`]), so that the shared
+/// objects it loads bind their calls to its runtime rather than to their own copies (a shared
+/// object's are default-visibility globals, exported anyway).
+fn entry_point_args(
+    output: Output,
+    libraries: Vec<String>,
+    exports: Option<Vec<String>>,
+    walks_stacks: bool,
+) -> Vec<String> {
     let entry_points = [REGISTER_SYMBOL, UNREGISTER_SYMBOL];
     let mut v: Vec<String> = entry_points.iter().map(|s| format!("-Wl,-u,{s}")).collect();
     // `-u` too: a static link pulls the real ones out of libc.a only when something names
@@ -301,11 +339,15 @@ fn entry_point_args(output: Output, libraries: Vec<String>, walks_stacks: bool) 
     );
     v.extend(libraries);
     if output == Output::Executable {
-        v.extend(
-            EXPORTED
-                .iter()
-                .map(|s| format!("-Wl,--export-dynamic-symbol={s}")),
-        );
+        let exports = exports.unwrap_or_else(|| EXPORTED.map(String::from).to_vec());
+        // One argument: the driver passes it on to the linker as it is.
+        let each: Vec<String> = exports
+            .iter()
+            .map(|s| format!("--export-dynamic-symbol={s}"))
+            .collect();
+        if !each.is_empty() {
+            v.push(format!("-Wl,{}", each.join(",")));
+        }
     }
     v
 }

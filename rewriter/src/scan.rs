@@ -68,6 +68,8 @@ pub struct Scanned<'d> {
     pub walks_stacks: bool,
     /// Every probe symbol of the symbol table, referenced or defined.
     pub(crate) probes: Vec<ProbeSymbol>,
+    /// The name of each of `probes`, borrowed from the symbol table (what sites hold).
+    pub(crate) probe_names: Vec<&'d [u8]>,
     /// For each symbol index, its index in `probes`, or [`NOT_A_PROBE`].
     class: Vec<u32>,
     /// Candidate sites by text section, in relocation order.
@@ -89,13 +91,13 @@ impl std::fmt::Debug for GuardReloc {
     }
 }
 
-impl Scanned<'_> {
-    /// The probe symbol at symbol index `index`, if it is one.
-    pub(crate) fn probe_at(&self, index: usize) -> Option<&ProbeSymbol> {
+impl<'d> Scanned<'d> {
+    /// The kind and name of the probe symbol at symbol index `index`, if it is one.
+    pub(crate) fn probe_at(&self, index: usize) -> Option<(Kind, &'d [u8])> {
         self.class
             .get(index)
             .filter(|&&c| c != NOT_A_PROBE)
-            .map(|&c| &self.probes[c as usize])
+            .map(|&c| (self.probes[c as usize].kind, self.probe_names[c as usize]))
     }
 }
 
@@ -117,6 +119,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
         uses_runtime: false,
         walks_stacks: false,
         probes: Vec::new(),
+        probe_names: Vec::new(),
         class: Vec::new(),
         candidates: BTreeMap::new(),
         guard_relocs: Vec::new(),
@@ -145,7 +148,7 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
 /// Classifies every symbol once, so the relocation loop is a table lookup: fills `probes`,
 /// `class`, `referenced`, `defined`, `uses_runtime` and `walks_stacks`.
 fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
-    let symbols = &s.object.symbols;
+    let symbols = s.object.symbols;
     s.class = vec![NOT_A_PROBE; symbols.len()];
     for (index, sym) in symbols.enumerate() {
         if index.0 == 0 || sym.st_bind() == elf::STB_LOCAL {
@@ -182,6 +185,7 @@ fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
             s.defined.push(name.to_vec());
         }
         s.probes.push(symbol);
+        s.probe_names.push(name);
     }
     Ok(())
 }

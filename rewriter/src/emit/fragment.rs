@@ -3,16 +3,22 @@
 //! fragment (`SHF_LINK_ORDER` to its text section, in the section's COMDAT group if it has one)
 //! and its `.rela` section, and their names to the section name table.
 //!
-//! A fragment is laid out by `bootprof_format` (header, entries, name pool); every address in it
-//! is a relocation: the site (against its text section's symbol) and the target (the probe
-//! symbol's stub, the site's thunk, or a guard's out-of-line code).
+//! A fragment is laid out by `bootprof_format` (version 2: header, target block, entries, name
+//! pool); its addresses are relocations, as few as the final link can be given: the text
+//! section's start (against its section symbol; each entry holds its site's offset from it) and
+//! each distinct target once (the probe symbol's stub, shared by all its call sites; a tail
+//! site's thunk; a guard's out-of-line code).
 
 use super::symbols::SectionSymbols;
 use super::text::Thunks;
 use super::{Contents, Out, OutSection};
 use crate::elf::{Rela64, SectionHeader64, LE};
+use crate::error::{Error, Result};
+use crate::hash::FxHashMap;
 use crate::site::SiteInfo;
-use bootprof_format::{self as format, field, Kind, ENTRY_SIZE, HEADER_SIZE};
+use bootprof_format::{
+    self as format, field, Kind, ENTRY_SIZE, HEADER_SIZE, TARGETS_AT, TEXT_FIELD,
+};
 use object::elf;
 use object::{I64, U32, U64};
 use std::collections::{BTreeMap, HashMap};
@@ -20,10 +26,10 @@ use std::collections::{BTreeMap, HashMap};
 /// Appends a fragment and its relocation section for each key of `by_section`.
 pub(super) fn add_fragments(
     out: &mut Out<'_>,
-    by_section: &BTreeMap<usize, Vec<&SiteInfo>>,
+    by_section: &BTreeMap<usize, Vec<&SiteInfo<'_>>>,
     syms: &SectionSymbols,
     thunks: &Thunks,
-) {
+) -> Result<()> {
     let (frag_name, rela_name) = add_names(out);
     let group_of = groups_of(out, by_section);
     for (&sec, list) in by_section {
@@ -31,13 +37,26 @@ pub(super) fn add_fragments(
         let text_symbol = syms.of(sec);
         // A call site's target is its stub (the probe symbol); a guard's, its out-of-line code;
         // a tail site's, its thunk.
+        let thunks = thunks.get(&sec).map_or(&[][..], Vec::as_slice);
+        let thunk_of = |offset: u64| {
+            let i = thunks.binary_search_by_key(&offset, |t| t.0).ok()?;
+            Some(thunks[i].1)
+        };
         let (bytes, relas) = fragment(list, text_symbol, |s| {
-            match (&s.guard, thunks.get(&(sec, s.offset))) {
+            match (&s.guard, thunk_of(s.offset)) {
                 (Some(g), _) => (syms.remap(g.symbol), g.addend),
-                (None, Some(&at)) => (text_symbol, at as i64),
+                (None, Some(at)) => (text_symbol, at as i64),
                 (None, None) => (syms.remap(s.symbol_index), 0),
             }
-        });
+        })
+        .map_err(|offset| Error::Unsupported {
+            at: crate::error::Location {
+                section: Some(list[0].section_name.to_string()),
+                offset: Some(offset),
+                ..crate::error::Location::file(out.file.clone())
+            },
+            what: "a site more than 4 GiB into its section".into(),
+        })?;
         let group_flag = if group_of.contains_key(&sec) {
             elf::SHF_GROUP.0
         } else {
@@ -74,6 +93,7 @@ pub(super) fn add_fragments(
             out.sections[g].set(Contents::Words(members));
         }
     }
+    Ok(())
 }
 
 /// Appends the names of the new sections to the section name table; returns their offsets.
@@ -142,77 +162,140 @@ fn pc32(offset: usize, sym: usize, addend: i64) -> Rela64 {
     r
 }
 
-/// Builds one fragment: header, entries, name pool; and its relocations (site, and target: the
-/// symbol and addend `target_of` gives).
+/// The pool of a fragment's names, written after its entries: each probe, provider and function
+/// name once (the NUL-terminated string's offset in the fragment by its bytes).
+#[derive(Default)]
+struct Pool<'a> {
+    at: FxHashMap<&'a [u8], usize>,
+}
+
+impl<'a> Pool<'a> {
+    /// The offset of `name` in `bytes`, appended when it is not there yet.
+    fn intern(&mut self, bytes: &mut Vec<u8>, name: &'a [u8]) -> usize {
+        *self.at.entry(name).or_insert_with(|| append(bytes, name))
+    }
+}
+
+/// Appends `name` and its NUL to `bytes`; returns where it starts.
+fn append(bytes: &mut Vec<u8>, name: &[u8]) -> usize {
+    let at = bytes.len();
+    bytes.extend_from_slice(name);
+    bytes.push(0);
+    at
+}
+
+/// The slot of each site's target (`target_of` gives its symbol and addend), and the distinct
+/// targets in slot order. A function's sites are adjacent and mostly call one symbol: the last
+/// target is checked before the map.
+fn target_slots(
+    list: &[&SiteInfo<'_>],
+    target_of: impl Fn(&SiteInfo<'_>) -> (usize, i64),
+) -> (Vec<u32>, Vec<(usize, i64)>) {
+    let mut targets: Vec<(usize, i64)> = Vec::new();
+    let mut slot_of: FxHashMap<(usize, i64), u32> = FxHashMap::default();
+    let mut last: Option<((usize, i64), u32)> = None;
+    let slots = list
+        .iter()
+        .map(|s| {
+            let target = target_of(s);
+            if let Some((t, slot)) = last.filter(|&(t, _)| t == target) {
+                last = Some((t, slot));
+                return slot;
+            }
+            let slot = *slot_of.entry(target).or_insert_with(|| {
+                targets.push(target);
+                targets.len() as u32 - 1
+            });
+            last = Some((target, slot));
+            slot
+        })
+        .collect();
+    (slots, targets)
+}
+
+/// Builds one version 2 fragment: header, target block and slots, entries, name pool; and its
+/// relocations: the text section's start (`text_symbol`), and each distinct target once.
 fn fragment(
-    list: &[&SiteInfo],
+    list: &[&SiteInfo<'_>],
     text_symbol: usize,
-    target_of: impl Fn(&SiteInfo) -> (usize, i64),
-) -> (Vec<u8>, Vec<Rela64>) {
-    let entries_end = HEADER_SIZE + list.len() * ENTRY_SIZE;
-    let mut pool: Vec<u8> = Vec::new();
-    let mut pool_index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut intern = |s: &[u8]| -> usize {
-        if let Some(&at) = pool_index.get(s) {
-            return at;
-        }
-        let at = entries_end + pool.len();
-        pool.extend_from_slice(s);
-        pool.push(0);
-        pool_index.insert(s.to_vec(), at);
-        at
-    };
-    let mut bytes = vec![0u8; entries_end];
-    let mut relas = Vec::with_capacity(list.len() * 2);
-    let mut names_of = HashMap::new();
-    for (i, s) in list.iter().enumerate() {
-        let e = HEADER_SIZE + i * ENTRY_SIZE;
+    target_of: impl Fn(&SiteInfo<'_>) -> (usize, i64),
+) -> Result<(Vec<u8>, Vec<Rela64>), u64> {
+    let (slots, targets) = target_slots(list, target_of);
+    let entries_at = format::entries_at(targets.len() as u32);
+    let entries_end = entries_at + list.len() * ENTRY_SIZE;
+    // Room for the names of a C program's sites without growing.
+    let mut bytes = Vec::with_capacity(entries_end + list.len() * 24);
+    bytes.resize(entries_end, 0);
+    bytes[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&(targets.len() as u32).to_le_bytes());
+    let mut relas = Vec::with_capacity(1 + targets.len());
+    relas.push(pc32(TEXT_FIELD, text_symbol, 0));
+    for (i, &(symbol, addend)) in targets.iter().enumerate() {
+        relas.push(pc32(TARGETS_AT + 4 * i, symbol, addend));
+    }
+    let mut pool = Pool::default();
+    // A function's sites are adjacent (sorted by offset): its names are written (and demangled)
+    // once, and a probe's are looked up once per run of its sites.
+    let mut last_function: Option<(&[u8], usize, Option<usize>)> = None;
+    let mut last_symbol: Option<(&[u8], Option<usize>, usize)> = None;
+    for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
+        let e = entries_at + i * ENTRY_SIZE;
+        let offset = u32::try_from(s.offset).map_err(|_| s.offset)?;
         let func_offset = u32::try_from(s.func_offset).unwrap_or(u32::MAX);
-        let entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
-        bytes[e..e + ENTRY_SIZE].copy_from_slice(&entry);
-        let (provider, name) = match Kind::classify(&s.symbol) {
-            Some((kind, provider, name)) if !kind.is_hook() => (Some(provider), name),
-            _ => (None, &s.symbol[..]),
+        let mut entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
+        entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
+        entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
+        let (provider, name) = match last_symbol.filter(|l| l.0 == s.symbol) {
+            Some((_, provider, name)) => (provider, name),
+            None => {
+                let (provider, name) = match Kind::classify(s.symbol) {
+                    Some((kind, provider, name)) if !kind.is_hook() => (Some(provider), name),
+                    _ => (None, s.symbol),
+                };
+                let provider = provider.map(|p| pool.intern(&mut bytes, p));
+                let name = pool.intern(&mut bytes, name);
+                last_symbol = Some((s.symbol, provider, name));
+                (provider, name)
+            }
         };
         // Names are stored PC-relative, as the distance from the field to the string.
         let mut set = |field: usize, target: usize| {
             let v = (target as i64 - (e + field) as i64) as i32;
-            bytes[e + field..e + field + 4].copy_from_slice(&v.to_le_bytes());
+            entry[field..field + 4].copy_from_slice(&v.to_le_bytes());
         };
         if let Some(p) = provider {
-            set(field::PROVIDER, intern(p));
+            set(field::PROVIDER, p);
         }
-        set(field::NAME, intern(name));
+        set(field::NAME, name);
         if !s.function.is_empty() {
-            set(field::FUNCTION, intern(&s.function));
-            if let Some(d) = demangled(&mut names_of, &s.function) {
-                set(field::DEMANGLED, intern(d.as_bytes()));
+            let (function, demangled) = match last_function.filter(|l| l.0 == s.function) {
+                Some((_, function, demangled)) => (function, demangled),
+                // Not interned: no other run of sites has this function.
+                None => {
+                    let function = append(&mut bytes, s.function);
+                    let demangled = demangled(s.function).map(|d| append(&mut bytes, d.as_bytes()));
+                    last_function = Some((s.function, function, demangled));
+                    (function, demangled)
+                }
+            };
+            set(field::FUNCTION, function);
+            if let Some(d) = demangled {
+                set(field::DEMANGLED, d);
             }
         }
-        relas.push(pc32(e + field::SITE, text_symbol, s.offset as i64));
-        let (target, addend) = target_of(s);
-        relas.push(pc32(e + field::TARGET, target, addend));
+        bytes[e..e + ENTRY_SIZE].copy_from_slice(&entry);
     }
-    bytes.extend_from_slice(&pool);
-    while bytes.len() % 8 != 0 {
-        bytes.push(0);
-    }
+    bytes.resize(bytes.len().next_multiple_of(8), 0);
     let size = bytes.len() as u32;
-    bytes[..HEADER_SIZE].copy_from_slice(&format::encode_header(list.len() as u32, size));
-    (bytes, relas)
+    let header = format::encode_header(format::VERSION, list.len() as u32, size);
+    bytes[..HEADER_SIZE].copy_from_slice(&header);
+    Ok((bytes, relas))
 }
 
-/// The demangled name of the function `symbol` (C++ or Rust; `None` for a C name), demangled
-/// once per fragment: a function's sites share one fragment.
-fn demangled<'c>(
-    cache: &'c mut HashMap<Vec<u8>, Option<String>>,
-    symbol: &[u8],
-) -> Option<&'c str> {
-    cache
-        .entry(symbol.to_vec())
-        .or_insert_with(|| {
-            let symbol = std::str::from_utf8(symbol).ok()?;
-            format::demangle::demangle(symbol)
-        })
-        .as_deref()
+/// The demangled name of the function `symbol` (C++ or Rust; `None` for a C name, told by its
+/// first bytes without reading it as text).
+fn demangled(symbol: &[u8]) -> Option<String> {
+    if !format::demangle::may_be_mangled(symbol) {
+        return None;
+    }
+    format::demangle::demangle(std::str::from_utf8(symbol).ok()?)
 }

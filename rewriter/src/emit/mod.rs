@@ -2,7 +2,8 @@
 //!
 //! Takes the parsed object and its verified sites; hands on the bytes of a new relocatable object
 //! in which
-//! - each site holds its NOP form and its relocation is `R_X86_64_NONE` ([`text`], [`relocs`]);
+//! - each site holds its NOP form and its relocation is gone, as are its guard record's
+//!   ([`text`], [`relocs`]);
 //! - each tail site jumping to a stub has a thunk at the end of its text section, which its table
 //!   entry targets (the site's identity in call mode) ([`text`]);
 //! - each text section with sites has a `bootprof_sites` fragment (`SHF_LINK_ORDER` to that text
@@ -104,9 +105,9 @@ struct Out<'d> {
 }
 
 /// Writes the rewritten object. `sites` are sorted by section then offset.
-pub fn emit(obj: &Object<'_>, sites: &[SiteInfo]) -> Result<Vec<u8>> {
+pub fn emit(obj: &Object<'_>, sites: &[SiteInfo<'_>]) -> Result<Vec<u8>> {
     let mut out = copy_sections(obj)?;
-    let mut by_section: BTreeMap<usize, Vec<&SiteInfo>> = BTreeMap::new();
+    let mut by_section: BTreeMap<usize, Vec<&SiteInfo<'_>>> = BTreeMap::new();
     for s in sites {
         by_section.entry(s.section).or_default().push(s);
     }
@@ -125,7 +126,7 @@ pub fn emit(obj: &Object<'_>, sites: &[SiteInfo]) -> Result<Vec<u8>> {
     symbols::insert(obj, &mut out, &syms);
     relocs::renumber(&mut out, sites, &syms)?;
     let thunks = text::patch_sites(obj, &mut out, &by_section, &syms)?;
-    fragment::add_fragments(&mut out, &by_section, &syms, &thunks);
+    fragment::add_fragments(&mut out, &by_section, &syms, &thunks)?;
     Ok(layout::write(obj.data, out.sections, out.shstrndx))
 }
 

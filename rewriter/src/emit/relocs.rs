@@ -1,7 +1,9 @@
 //! Symbol indices and site relocations: takes the output sections, the sites and the symbol
 //! renumbering; renumbers every user of symbol indices (relocation sections, group signatures,
-//! `.llvm_addrsig`, the call-graph profile) when section symbols were inserted, and turns the
-//! relocation of every site (and of every guard record) into `R_X86_64_NONE`.
+//! `.llvm_addrsig`, the call-graph profile) when section symbols were inserted, and removes the
+//! relocation of every site (and those of every guard record): the final link has nothing to do
+//! for them (an `R_X86_64_NONE` left in their place would still be read, and its symbol looked
+//! up, for each of tens of thousands of sites).
 
 use super::symbols::SectionSymbols;
 use super::{Contents, Out};
@@ -17,49 +19,49 @@ const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
 /// `SHT_LLVM_CALL_GRAPH_PROFILE`: (from, to) symbol-index pairs and a weight.
 const SHT_LLVM_CALL_GRAPH_PROFILE: u32 = 0x6fff_4c09;
 
-/// Renumbers symbol references and neutralises the site relocations.
-pub(super) fn renumber(out: &mut Out<'_>, sites: &[SiteInfo], syms: &SectionSymbols) -> Result<()> {
-    let mut neutral: HashMap<usize, Vec<usize>> = HashMap::new();
+/// Renumbers symbol references and removes the site relocations.
+pub(super) fn renumber(
+    out: &mut Out<'_>,
+    sites: &[SiteInfo<'_>],
+    syms: &SectionSymbols,
+) -> Result<()> {
+    let mut dropped: HashMap<usize, Vec<usize>> = HashMap::new();
     for s in sites {
         let guard_relas = s.guard.iter().flat_map(|g| g.relas);
         for (sec, j) in std::iter::once(s.rela).chain(guard_relas) {
-            neutral.entry(sec).or_default().push(j);
+            dropped.entry(sec).or_default().push(j);
         }
+    }
+    for list in dropped.values_mut() {
+        list.sort_unstable();
+        list.dedup();
     }
     let renumbered = syms.renumbered();
     let remap = |i: u32| syms.remap(i as usize) as u32;
     let file = out.file.clone();
     for (i, sec) in out.sections.iter_mut().enumerate() {
         let linked = sec.sh_link() as usize == out.symtab;
-        let neutral = neutral.get(&i).map_or(&[][..], Vec::as_slice);
+        let dropped = dropped.get(&i).map_or(&[][..], Vec::as_slice);
         match sec.sh_type() {
             t if t == elf::SHT_RELA.0 && linked => {
-                if !renumbered && neutral.is_empty() {
+                if !renumbered && dropped.is_empty() {
                     continue;
                 }
-                let mut relas: Vec<Rela64> = super::table(sec.data.bytes());
-                for r in &mut relas {
+                let mut relas: Vec<Rela64> = kept(sec.data.bytes(), dropped);
+                for r in relas.iter_mut().filter(|_| renumbered) {
                     let (sym, ty) = (r.r_sym(LE, false), r.r_type(LE, false));
                     r.set_r_info(LE, false, remap(sym), ty);
-                }
-                for &j in neutral {
-                    let sym = relas[j].r_sym(LE, false);
-                    relas[j].set_r_info(LE, false, sym, elf::R_X86_64_NONE);
                 }
                 sec.set(Contents::Relas(relas));
             }
             t if t == elf::SHT_REL.0 && linked => {
-                if !renumbered && neutral.is_empty() {
+                if !renumbered && dropped.is_empty() {
                     continue;
                 }
-                let mut rels: Vec<Rel64> = super::table(sec.data.bytes());
-                for r in &mut rels {
+                let mut rels: Vec<Rel64> = kept(sec.data.bytes(), dropped);
+                for r in rels.iter_mut().filter(|_| renumbered) {
                     let (sym, ty) = (r.r_sym(LE), r.r_type(LE));
                     r.set_r_info(LE, remap(sym), ty);
-                }
-                for &j in neutral {
-                    let sym = rels[j].r_sym(LE);
-                    rels[j].set_r_info(LE, sym, elf::R_X86_64_NONE);
                 }
                 sec.set(Contents::Rels(rels));
             }
@@ -95,6 +97,22 @@ pub(super) fn renumber(out: &mut Out<'_>, sites: &[SiteInfo], syms: &SectionSymb
         }
     }
     Ok(())
+}
+
+/// The entries of a table section, copied out of its bytes (as [`super::table`]), but for
+/// those at the indices `drop` lists (sorted, each an entry): the runs between them copied whole.
+fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[usize]) -> Vec<T> {
+    let whole = bytes.len() - bytes.len() % std::mem::size_of::<T>();
+    let all = object::pod::slice_from_all_bytes::<T>(&bytes[..whole])
+        .expect("object's ELF types are unaligned");
+    let mut out = Vec::with_capacity(all.len().saturating_sub(drop.len()));
+    let mut from = 0;
+    for &j in drop {
+        out.extend_from_slice(&all[from..j]);
+        from = j + 1;
+    }
+    out.extend_from_slice(&all[from..]);
+    out
 }
 
 /// Renumbers the ULEB128 symbol indices of an `.llvm_addrsig` section.

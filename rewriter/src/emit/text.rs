@@ -21,14 +21,15 @@ use object::read::SymbolIndex;
 use object::{I64, U64};
 use std::collections::{BTreeMap, HashMap};
 
-/// Where each tail site's thunk is: (text section, site offset) -> thunk offset in the section.
-pub(super) type Thunks = HashMap<(usize, u64), u64>;
+/// Where each tail site's thunk is: text section -> (site offset, thunk offset in the section),
+/// in site order.
+pub(super) type Thunks = HashMap<usize, Vec<(u64, u64)>>;
 
 /// Writes the NOPs and thunks of every text section in `by_section`.
 pub(super) fn patch_sites(
     obj: &Object<'_>,
     out: &mut Out<'_>,
-    by_section: &BTreeMap<usize, Vec<&SiteInfo>>,
+    by_section: &BTreeMap<usize, Vec<&SiteInfo<'_>>>,
     syms: &SectionSymbols,
 ) -> Result<Thunks> {
     let mut rela_of: HashMap<usize, usize> = HashMap::new();
@@ -37,7 +38,7 @@ pub(super) fn patch_sites(
             rela_of.entry(sec.sh_info() as usize).or_insert(i);
         }
     }
-    let has_stub = |s: &SiteInfo| {
+    let has_stub = |s: &SiteInfo<'_>| {
         s.form.is_tail()
             && obj
                 .symbols
@@ -52,7 +53,7 @@ pub(super) fn patch_sites(
             let start = s.offset as usize;
             text[start..start + s.form.len()].copy_from_slice(&bytes[..s.form.len()]);
         }
-        let tails: Vec<&&SiteInfo> = list.iter().filter(|s| has_stub(s)).collect();
+        let tails: Vec<&&SiteInfo<'_>> = list.iter().filter(|s| has_stub(s)).collect();
         if !tails.is_empty() {
             let Some(&rela_sec) = rela_of.get(&sec) else {
                 return Err(Error::Internal(format!(
@@ -61,6 +62,8 @@ pub(super) fn patch_sites(
                 )));
             };
             let mut relas: Vec<Rela64> = super::table(out.sections[rela_sec].data.bytes());
+            relas.reserve(tails.len());
+            let mut at_section = Vec::with_capacity(tails.len());
             while text.len() % code::THUNK_ALIGN != 0 {
                 text.push(code::INT3);
             }
@@ -75,8 +78,9 @@ pub(super) fn patch_sites(
                 let sym = syms.remap(s.symbol_index) as u32;
                 rela.set_r_info(LE, false, sym, elf::R_X86_64_PC32);
                 relas.push(rela);
-                thunks.insert((sec, s.offset), at);
+                at_section.push((s.offset, at));
             }
+            thunks.insert(sec, at_section);
             out.sections[rela_sec].set(Contents::Relas(relas));
         }
         out.sections[sec].set(Contents::Bytes(text));

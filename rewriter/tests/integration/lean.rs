@@ -3,9 +3,10 @@
 //! brings no Rust standard library, no unwinder, no `libgcc_s`, no dynamic loader by name), and
 //! its `-static` and `-static-pie` links are made without a word from the linker (the standard
 //! library's `getaddrinfo` and `getpwuid_r` made glibc warn) and work: disabled, the program's
-//! output; enabled from the environment, a trace of `main`.
+//! output; enabled from the environment, a trace of `main`. An executable exports the runtime's
+//! entry points, each by name.
 
-use crate::util::{cmd, needed, run, write, TempDir, BOOTPROF};
+use crate::util::{cmd, needed, require, run, write, TempDir, BOOTPROF};
 use std::path::Path;
 
 const HELLO: &str = "#include <stdio.h>\nint main(void) { puts(\"hello\"); return 0; }\n";
@@ -76,6 +77,44 @@ fn hello_world_needs_no_library_its_plain_link_does_not() {
         assert_eq!(needed(&ours), needed(&plain), "{name}");
         assert_eq!(needed(&plain), ["libc.so.6"], "{name}");
         runs_and_traces(&t, &ours, name);
+    }
+}
+
+/// The default-visibility `bootprof_*` and `__wrap_*` symbols `object` defines (`readelf -sW`),
+/// or, for a linked binary, those of its dynamic symbol table (`--dyn-syms`).
+fn entry_points(file: &Path, dynamic: bool) -> Vec<String> {
+    let table = if dynamic { "--dyn-syms" } else { "-s" };
+    let out = run(cmd("readelf", ["-W", table]).arg(file)).ok();
+    let mut names: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() >= 8 && f[4] == "GLOBAL" && f[5] == "DEFAULT" && f[6] != "UND")
+        .map(|f| f[7].split('@').next().unwrap_or_default().to_string())
+        .filter(|n| n.starts_with("bootprof_") || n.starts_with("__wrap_"))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// An executable exports every entry point of the runtime it carries, and nothing else of its
+/// names (bootprof-link names each one to the linker rather than a `bootprof_*` pattern, which
+/// GNU ld matches against every symbol of the link).
+#[test]
+fn an_executable_exports_the_runtime_entry_points() {
+    require!("readelf");
+    let t = TempDir::new("lean-exports");
+    let runtime = run(cmd(crate::util::link_bin(), ["--print-runtime"])).ok();
+    let expected = entry_points(Path::new(runtime.stdout.trim()), false);
+    assert!(
+        expected.iter().any(|n| n == "bootprof_register")
+            && expected.iter().any(|n| n == "__wrap_longjmp"),
+        "{expected:?}"
+    );
+    for (name, link) in [("exports", &[][..]), ("exports-lld", &["-fuse-ld=lld"][..])] {
+        let (_, ours) = hello(&t, name, &[], link);
+        assert_eq!(entry_points(&ours, true), expected, "{name}");
     }
 }
 

@@ -18,6 +18,7 @@
 //! | [`lean`] | a hello world's shared libraries are its plain link's; `-static` and `-static-pie` links are quiet and work |
 //! | [`install`] | `cargo install --path runtime/cli`: the installed commands link, list, run and report from an unrelated directory with a clean environment; where the runtime and header are unpacked |
 //! | [`structure`] | the crates' modules form layers: no import cycle |
+//! | [`table`] | the site table's relocations (one per text section and target), and a version 1 table listing and counting as its version 2 table |
 //! | [`realworld`] | bzip2, lz4, jsoncpp, mksh and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`flamechart_script`] | the flame chart's zoom, reset and search, driven in headless Chromium |
@@ -46,4 +47,5 @@ mod report;
 mod rust;
 mod srcline;
 mod structure;
+mod table;
 mod util;

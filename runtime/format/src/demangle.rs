@@ -17,7 +17,7 @@ pub fn demangle(symbol: &str) -> Option<String> {
         let key = demangle(key).unwrap_or_else(|| key.to_string());
         return Some(format!("global constructors keyed to {key}"));
     }
-    if !(symbol.starts_with("_Z") || symbol.starts_with("_R") || symbol.starts_with("__Z")) {
+    if !may_be_mangled(symbol.as_bytes()) {
         return None;
     }
     // A legacy Rust symbol is also a valid C++ one (`_ZN...17h<hash>E`): Rust first, which
@@ -27,6 +27,14 @@ pub fn demangle(symbol: &str) -> Option<String> {
     }
     let cpp = cpp_demangle::Symbol::new(symbol).ok()?.demangle().ok()?;
     (!cpp.is_empty() && cpp != symbol).then_some(cpp)
+}
+
+/// Whether `symbol` may be a mangled name [`demangle`] turns into another (by its first bytes,
+/// before reading it as text): false for a C name, which most symbols of a C program are.
+pub fn may_be_mangled(symbol: &[u8]) -> bool {
+    [&b"_Z"[..], b"_R", b"__Z", GLOBAL_CONSTRUCTORS.as_bytes()]
+        .iter()
+        .any(|p| symbol.starts_with(p))
 }
 
 #[cfg(test)]

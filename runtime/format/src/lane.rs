@@ -957,11 +957,13 @@ mod tests {
     /// reads as empty, and the sites before a malformed fragment are kept.
     #[test]
     fn a_table_entry_reads_as_its_sites() {
-        use crate::{encode_entry, encode_header, field, Form, Kind, ENTRY_SIZE, HEADER_SIZE};
+        use crate::{
+            encode_entry, encode_header, field, Form, Kind, ENTRY_SIZE, HEADER_SIZE, VERSION_1,
+        };
         let names = b"app\0start\0main\0\0";
         let size = HEADER_SIZE + 2 * ENTRY_SIZE + names.len();
         let mut table = std::vec![0u8; size + 4];
-        table[..HEADER_SIZE].copy_from_slice(&encode_header(2, size as u32));
+        table[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION_1, 2, size as u32));
         let pool = HEADER_SIZE + 2 * ENTRY_SIZE;
         table[pool..size].copy_from_slice(names);
         for (i, kind) in [Kind::Probe, Kind::Fentry].into_iter().enumerate() {
