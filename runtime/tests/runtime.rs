@@ -527,7 +527,15 @@ fn c_program_linking_the_shared_runtime_library_itself() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         exe
     };
-    assert!(ok(&run(&exe, &[], &[("BOOTPROF_ENABLE", "boot:*")])).contains("constructor: 1"));
+    // Without cargo's LD_LIBRARY_PATH, which the loader searches before the rpath: a
+    // libbootprof_runtime.so of another build in the target directory would be loaded instead.
+    let o = Command::new(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("BOOTPROF_ENABLE", "boot:*")
+        .output()
+        .unwrap();
+    let out = ok(&o);
+    assert!(out.contains("constructor: 1"), "{out}");
 }
 
 /// A trace file, decoded with the format crate (the reports have their own reader; this one
