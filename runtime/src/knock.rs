@@ -143,61 +143,60 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: errno is this thread's; a handler must leave it as it found it.
     let errno = unsafe { *libc::__errno_location() };
     if let Some(k) = KNOCK.get() {
-        let knock = is_knock(k, info);
-        if let Some(sender) = knock {
-            KNOCKER.store(sender, Ordering::Relaxed);
-        }
-        if knock.is_none() {
-            let late = sent_by_another(info)
-                .is_some_and(|s| s != 0 && s == KNOCKER.load(Ordering::Relaxed));
-            if !late {
+        // SAFETY: getpid has no preconditions.
+        let own = unsafe { libc::getpid() };
+        let sender = sent_by_another(info, own);
+        match sender.filter(|_| knock_file_exists(k, own as u32)) {
+            Some(knocker) => {
+                KNOCKER.store(knocker, Ordering::Relaxed);
+                if !LISTENING.load(Ordering::Acquire)
+                    && safe_point(k, ctx)
+                    && LISTENING
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    && !spawn(k.entry)
+                {
+                    LISTENING.store(false, Ordering::Release);
+                }
+            }
+            // A knock of the last knocker that arrived after its file was gone is not the
+            // program's either.
+            None if sender.is_some_and(|s| s != 0 && s == KNOCKER.load(Ordering::Relaxed)) => {}
+            None => {
                 let ignored = matches!(sig, libc::SIGURG | libc::SIGWINCH);
                 crate::sigchain::chain(&k.previous, ignored, sig, info, ctx);
             }
-        } else if !LISTENING.load(Ordering::Acquire)
-            && safe_point(k, ctx)
-            && LISTENING
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            && !spawn(k.entry)
-        {
-            LISTENING.store(false, Ordering::Release);
         }
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// The pid of the process that sent the signal, if another process did (by `kill`, `tgkill` or
-/// `sigqueue`; 0 when the sender is outside this process's pid namespace).
-fn sent_by_another(info: *const libc::siginfo_t) -> Option<i32> {
+/// The pid of the process that sent the signal, if a process other than `own` (this one) did
+/// (by `kill`, `tgkill` or `sigqueue`; 0 when the sender is outside this process's pid
+/// namespace). The program's own signals to itself are never knocks.
+fn sent_by_another(info: *const libc::siginfo_t, own: libc::pid_t) -> Option<i32> {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; a signal sent by a
     // process (these codes) carries the sender's pid.
     let (code, sender) = unsafe { ((*info).si_code, (*info).si_pid()) };
-    // SAFETY: getpid has no preconditions.
-    let own = unsafe { libc::getpid() };
     (matches!(code, libc::SI_USER | libc::SI_TKILL | libc::SI_QUEUE) && sender != own)
         .then_some(sender)
 }
 
-/// The sender of the signal if it is a knock: sent by another process while our knock file
-/// exists (the program's own signals to itself are never knocks).
-fn is_knock(k: &Knock, info: *const libc::siginfo_t) -> Option<i32> {
-    let sender = sent_by_another(info)?;
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32;
+/// Whether the knock file of process `pid` (this one) exists, owned by our user: a signal from
+/// another process meanwhile is a knock.
+fn knock_file_exists(k: &Knock, pid: u32) -> bool {
     let mut path = [0u8; 80];
     path[..k.prefix_len].copy_from_slice(&k.prefix[..k.prefix_len]);
     let n = crate::note::put_decimal(&mut path[k.prefix_len..], pid);
     path[k.prefix_len + n] = 0;
     // SAFETY: a NUL-terminated path; lstat fills the struct we own (async-signal-safe).
-    let found = unsafe {
+    unsafe {
         let mut st: libc::stat = core::mem::zeroed();
         crate::syscall::lstat(path.as_ptr().cast(), &mut st) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_uid == k.euid
-    };
-    found.then_some(sender)
+    }
 }
 
 /// Starts the listener thread, detached; false if it cannot be started.
