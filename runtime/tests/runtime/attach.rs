@@ -974,6 +974,23 @@ fn what_cannot_be_attached_to_is_said() {
             stderr(&o)
         );
     };
+    // Counting records nothing: options that say how to record are refused with it, before
+    // anything is attached to.
+    for option in [
+        &["-o", "x"][..],
+        &["--keep", "last"],
+        &["--buffer", "10"],
+        &["--live"],
+    ] {
+        let args = [&["attach", "1", "--count"][..], option].concat();
+        let o = bootprof(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot be used with"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
     // pid_max is never a process's id.
     let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
     let none = pid_max.trim();
