@@ -6,7 +6,8 @@
 //! secure-execution mode and programs with attaching turned off are refused; a hundred attaches
 //! in a row; the live view prints what the session holds, and counts what it could not show
 //! (with `tests/runtime/live.c` too, a stream of hits faster than it reads); attaching inside a
-//! rootless container, and as an unprivileged user, needs no capability.
+//! rootless container, and as an unprivileged user, needs no capability; the protocol's `count`
+//! request refuses to be mixed with recording or to come after an `enable`.
 
 use super::{ok, tools, Work, FORMS};
 use std::io::{BufRead, BufReader, Read};
@@ -1138,4 +1139,74 @@ fn an_attach_counts_exactly_the_hits_made_while_attached() {
         "",
         "no table of its own"
     );
+}
+
+/// The `count` request, spoken by hand: it must come before the first `enable` (the hits each
+/// site had when it was enabled are taken then), and an attach counts or records, once; each
+/// refusal leaves the attach as it was, and its detach disables what it enabled.
+#[test]
+fn the_count_request_refuses_what_it_cannot_mix() {
+    use bootprof_report::channel::Channel;
+    let w = Work::new("attach-count-refusals");
+    let exe = w.build("attach", &["attach.c"], &[], &[]);
+    let t = Target::start(&exe, 2, &[], &[]);
+    let refused = |ch: &mut Channel, request: &str| -> String {
+        let e = ch.request(request).expect_err(request);
+        e.strip_prefix(&format!("process {}: ", t.pid))
+            .unwrap_or_else(|| panic!("{e}"))
+            .to_string()
+    };
+    let detached = |mut ch: Channel| ch.request("detach").unwrap();
+
+    let mut ch = Channel::open(t.pid, None).unwrap();
+    // Each BOOTPROF_PROBE is two sites: the probe and the guard that skips its arguments.
+    assert_eq!(ch.request("enable call attach:even").unwrap().1, "2");
+    assert_eq!(
+        refused(&mut ch, "count"),
+        "`count` must come before the first `enable`"
+    );
+    assert_eq!(
+        detached(ch),
+        (vec![], "2 0".to_string()),
+        "no counts to hand on"
+    );
+
+    let mut ch = Channel::open(t.pid, None).unwrap();
+    assert_eq!(ch.request("count").unwrap().1, "");
+    assert_eq!(
+        refused(&mut ch, "count"),
+        "this attach records or counts already"
+    );
+    let session = w.path("session");
+    std::fs::create_dir_all(&session).unwrap();
+    let record = format!("record all 1000 {}", session.display());
+    assert_eq!(
+        refused(&mut ch, &record),
+        "this attach records or counts already"
+    );
+    assert_eq!(ch.request("enable call attach:odd").unwrap().1, "2");
+    let (lines, answer) = detached(ch);
+    assert_eq!(answer, "2 0");
+    let counted: Vec<String> = lines
+        .iter()
+        .map(|l| bootprof_format::attach::SiteLine::decode(l).unwrap().name)
+        .collect();
+    assert_eq!(
+        counted,
+        ["odd"],
+        "the probe this attach enabled (its guard's hits are its)"
+    );
+
+    let mut ch = Channel::open(t.pid, None).unwrap();
+    assert_eq!(ch.request(&record).unwrap().1, "");
+    assert_eq!(
+        refused(&mut ch, "count"),
+        "this attach records or counts already"
+    );
+    assert_eq!(detached(ch).1, "0 0", "nothing enabled, nothing to disable");
+
+    let listing = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
+    assert!(listing.contains(" 0 enabled;"), "{listing}");
+    assert_eq!(t.text_differences(), 0);
+    t.finish();
 }
