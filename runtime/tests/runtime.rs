@@ -1313,7 +1313,16 @@ fn keep_start_last_and_all() {
         seen.push((keep, args.len(), p.dropped, p.overwritten));
         let n = args.len() as u64;
         match keep {
-            "start" => assert_eq!((args, p.dropped), ((0..1000).collect(), 9000)),
+            "start" => {
+                assert_eq!((args, p.dropped), ((0..1000).collect(), 9000));
+                let said = String::from_utf8_lossy(&o.stderr);
+                let warning = format!(
+                    "bootprof: warning: endings-{}: 9000 records dropped (buffer full, or no \
+                     room to grow the lane)\n",
+                    p.pid
+                );
+                assert!(said.ends_with(&warning), "{said}");
+            }
             "last" => {
                 // A ring of whole chunks: at least the last 1000, at most a chunk more.
                 assert!((1000..=1000 + 2 * 254).contains(&n), "{n}");
@@ -1638,7 +1647,8 @@ fn open_frames_close_where_their_process_ended() {
 }
 
 /// A session on a file system that fills up: the lane keeps what it could allocate, the rest is
-/// dropped and counted (never a SIGBUS, never taken for a file cut short); on one too small for
+/// dropped and counted (never a SIGBUS, never taken for a file cut short), and `bootprof run`
+/// says at its end how many records each process dropped; on one too small for
 /// a lane at all, the process records in memory and says so, leaving no lane behind. Needs a
 /// small tmpfs (mount, as root has); says so and checks nothing without one.
 #[test]
@@ -1693,6 +1703,31 @@ fn a_full_file_system_drops_records_and_counts_them() {
         .losses()
         .unwrap()
         .contains("records dropped (no room to grow the lane)"));
+    // The same under `bootprof run`, which grows the lane ahead of the process: it keeps what
+    // fits, and says at the end what was dropped.
+    assert!(mount(&small, "64k"));
+    let session = small.join("S");
+    let o = Command::new(tools().join("bootprof"))
+        .args(["run", "--keep", "all", "-o"])
+        .arg(&session)
+        .arg("--")
+        .arg(w.path("endings"))
+        .args(["exit", "100000", "0"])
+        .current_dir(&w.0)
+        .output()
+        .unwrap();
+    let t = bootprof_report::read_trace(&session);
+    umount(&small);
+    ok(&o);
+    let p = t.unwrap().processes.remove(0);
+    assert!(p.records > 0 && p.dropped > 0, "{p:?}");
+    assert_eq!((p.records + p.dropped, p.cut_bytes), (100_000, 0), "{p:?}");
+    let said = String::from_utf8_lossy(&o.stderr);
+    let warning = format!(
+        "bootprof: warning: endings-{}: {} records dropped (no room to grow the lane)\n",
+        p.pid, p.dropped
+    );
+    assert!(said.ends_with(&warning), "{said}");
     // Too small for a lane's first chunks: recorded in memory, dumped at exit, no lane left.
     assert!(mount(&tiny, "16k"));
     let o = run_in(&tiny);

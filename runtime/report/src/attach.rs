@@ -128,6 +128,9 @@ pub fn attach(options: AttachOptions) -> Result<i32, String> {
         live.finish();
     }
     session.detached();
+    for line in crate::session::dropped_records(session.dir()) {
+        eprintln!("bootprof: warning: {line}");
+    }
     let show = session.dir().display().to_string();
     match result {
         Ok(ok) => Ok(say_detached(

@@ -115,7 +115,7 @@ impl Live {
     pub fn poll(&mut self) {
         let mut found: Vec<Found> = Vec::new();
         let mut notes = Vec::new();
-        for path in lane_files(&self.dir) {
+        for path in crate::session::lane_files(&self.dir) {
             if !self.lanes.contains_key(&path) {
                 let Some(lane) = Lane::open(&path) else {
                     continue;
@@ -263,18 +263,6 @@ impl Live {
             self.shown, self.lost, self.dropped
         );
     }
-}
-
-fn lane_files(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
-        .collect();
-    v.sort();
-    v
 }
 
 impl Lane {

@@ -106,12 +106,11 @@ impl Process {
     pub fn losses(&self) -> Option<String> {
         let mut parts = Vec::new();
         if self.dropped > 0 {
-            // Keep-start drops when its buffer is full; every mode when the lane cannot grow.
-            let why = match self.keep {
-                Keep::Start => "buffer full, or no room to grow the lane",
-                Keep::Last | Keep::All => "no room to grow the lane",
-            };
-            parts.push(format!("{} records dropped ({why})", self.dropped));
+            parts.push(format!(
+                "{} records dropped ({})",
+                self.dropped,
+                why_dropped(self.keep)
+            ));
         }
         if self.overwritten > 0 {
             parts.push(format!(
@@ -226,4 +225,13 @@ pub fn signal_name(signal: u32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_string()
+}
+
+/// Why a lane that keeps `keep` drops records: keep-start when its buffer is full; every mode
+/// when the lane cannot grow.
+pub fn why_dropped(keep: Keep) -> &'static str {
+    match keep {
+        Keep::Start => "buffer full, or no room to grow the lane",
+        Keep::Last | Keep::All => "no room to grow the lane",
+    }
 }

@@ -248,6 +248,9 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
             dir.display()
         );
     }
+    for line in crate::session::dropped_records(&dir) {
+        eprintln!("bootprof: warning: {line}");
+    }
     for line in crate::unmatched::unmatched_patterns(&given, trace, &command[0]) {
         eprintln!("bootprof: {line}");
     }
@@ -666,12 +669,7 @@ impl Session {
 
     /// Lane files in the session.
     pub(crate) fn lanes(&self) -> usize {
-        std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "lane"))
-            .count()
+        crate::session::lane_files(&self.dir).len()
     }
 }
 

@@ -117,6 +117,53 @@ pub fn read_session(path: &Path) -> Result<Trace> {
     merge(lanes, hz, session.as_ref(), problems)
 }
 
+/// The lane files of the session in `dir`, in name order (none if it cannot be read).
+pub(crate) fn lane_files(dir: &Path) -> Vec<PathBuf> {
+    let mut lanes: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
+        .collect();
+    lanes.sort();
+    lanes
+}
+
+/// What the lanes of the session in `dir` dropped, one line per lane that dropped records
+/// (`name-pid: N records dropped (why)`), from their headers alone: what `bootprof run` and
+/// `bootprof attach` say at the end, so that a loss is told where the recording ends and not
+/// only in the reports.
+pub fn dropped_records(dir: &Path) -> Vec<String> {
+    let mut header = vec![0u8; LANE_HEADER_SIZE];
+    let mut lines = Vec::new();
+    for path in lane_files(dir) {
+        let read = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+        let Some(h) = read.ok().and_then(|()| LaneHeader::decode(&header).ok()) else {
+            continue; // the report says what is wrong with it
+        };
+        if h.dropped == 0 {
+            continue;
+        }
+        let exe_area = &header[field::EXE..];
+        let exe = String::from_utf8_lossy(fmt::c_string(exe_area, 0, exe_area.len()));
+        let name = exe
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("?");
+        let keep = Keep::from_u32(h.keep).unwrap_or(Keep::Start);
+        lines.push(format!(
+            "{name}-{}: {} records dropped ({})",
+            h.pid,
+            h.dropped,
+            crate::process::why_dropped(keep)
+        ));
+    }
+    lines
+}
+
 /// The lane file at `path`, mapped (a lane of a keep-all run can be gigabytes; only the pages
 /// read are read).
 fn map(path: &Path) -> std::io::Result<memmap2::Mmap> {
