@@ -164,7 +164,14 @@ fn fire_handlers(
     }
     if record {
         if let Some(kind) = RecordKind::from_u8(site.rec_kind) {
-            let arg = if site.kind.is_hook() { parent } else { args[0] };
+            // -pg hooks record their parent; -finstrument-functions hooks their this_fn (rdi),
+            // which names a function the compiler inlined into the enclosing one; probes their
+            // first argument.
+            let arg = if site.kind.records_parent() {
+                parent
+            } else {
+                args[0]
+            };
             // A call filter applies to the calls whose exits are recorded: not to the entries of
             // a hook without --graph.
             let entry_only = matches!(site.kind, Kind::Fentry | Kind::Mcount) && !hooked;

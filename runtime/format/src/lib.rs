@@ -239,6 +239,19 @@ impl Kind {
         !matches!(self, Kind::Probe | Kind::IsEnabled)
     }
 
+    /// Whether the ENTER records of this kind's sites carry the function's parent, the address
+    /// it returns to (`-pg` hooks).
+    pub fn records_parent(self) -> bool {
+        matches!(self, Kind::Fentry | Kind::Mcount)
+    }
+
+    /// Whether the ENTER and EXIT records of this kind's sites carry `this_fn`, the address of
+    /// the function they are for, which is not the enclosing one when the compiler inlined the
+    /// function there (`-finstrument-functions` hooks; 0 in lanes and traces written before).
+    pub fn records_this_fn(self) -> bool {
+        matches!(self, Kind::CygEnter | Kind::CygExit)
+    }
+
     /// The kind of a site calling the symbol `name`, if `name` is a probe symbol or a hook.
     /// For named probes, also the provider and probe name (split at the first `__`).
     pub fn classify(name: &[u8]) -> Option<(Kind, &[u8], &[u8])> {

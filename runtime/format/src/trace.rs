@@ -53,9 +53,11 @@ pub const NO_SITE: u32 = u32::MAX;
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RecordKind {
-    /// A function (or annotated region) starts; `arg` is the parent (return) address for hooks.
+    /// A function (or annotated region) starts; `arg` is the parent (return) address for `-pg`
+    /// hooks, the function's address (`this_fn`) for `-finstrument-functions` hooks.
     Enter = 1,
-    /// A function (or annotated region) ends.
+    /// A function (or annotated region) ends; `arg` is the function's address (`this_fn`) for
+    /// `-finstrument-functions` hooks.
     Exit = 2,
     /// A point event (a named probe); `arg` is the probe's first argument.
     Event = 3,
@@ -316,8 +318,9 @@ impl SiteEntry {
 ///
 /// | site | record |
 /// |---|---|
-/// | `__fentry__`, `mcount`, `__cyg_profile_func_enter` | ENTER of the enclosing function (`arg`: parent address) |
-/// | `__cyg_profile_func_exit` | EXIT of the enclosing function |
+/// | `__fentry__`, `mcount` | ENTER of the enclosing function (`arg`: parent address) |
+/// | `__cyg_profile_func_enter` | ENTER of the function at `this_fn` (`arg`), the enclosing one unless inlined there |
+/// | `__cyg_profile_func_exit` | EXIT of the function at `this_fn` (`arg`) |
 /// | probe `bootprof:enter` / `bootprof:exit` (`BOOTPROF_ENTER()`/`EXIT()`) | ENTER / EXIT of the enclosing function |
 /// | probe `bpevent:<name>` (`BOOTPROF_EVENT(name)`) | EVENT `<name>` |
 /// | probe `bpwait:<what>`, `bpunwait:<what>` | WAIT / UNWAIT on `<what>` |

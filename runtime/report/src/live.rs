@@ -22,6 +22,7 @@
 use bootprof_format::lane::{self as fmt, field, Meta, CHUNK_SIZE, LANE_HEADER_SIZE, SLOT_SIZE};
 use bootprof_format::le::u64_at;
 use bootprof_format::trace::{display_name, RecordKind};
+use bootprof_format::Kind;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -57,7 +58,7 @@ struct Lane {
 
 /// A site's names as the text report shows them: its function, its probe, whether it is a
 /// function hook.
-type SiteNames = (String, String, bool);
+type SiteNames = (String, String, Kind);
 
 /// A session followed live.
 pub struct Live {
@@ -218,18 +219,24 @@ impl Live {
     fn line(&mut self, path: &std::path::Path, tsc: u64, tid: u32, r: &fmt::SlotRecord) -> String {
         let context = self.context(path, tid, tsc);
         let lane = &self.lanes[path];
-        let (func, other, hook) = self
+        let (mut func, other, kind) = self
             .site(path, r.site)
-            .map_or(("?".into(), "?".into(), false), |(f, o, h)| {
-                (f.clone(), o.clone(), *h)
+            .map_or(("?".into(), "?".into(), Kind::Probe), |(f, o, k)| {
+                (f.clone(), o.clone(), *k)
             });
+        if let Some(inlined) = (kind.records_this_fn() && r.arg != 0)
+            .then(|| lane.starting_at(r.arg))
+            .flatten()
+        {
+            func = inlined.to_string();
+        }
         let regions = self.regions.entry(tid).or_default();
         let what = match r.kind {
-            RecordKind::Enter if hook && r.arg != 0 => match lane.caller(r.arg) {
+            RecordKind::Enter if kind.records_parent() && r.arg != 0 => match lane.caller(r.arg) {
                 Some(c) => format!("{func} <-{c}"),
                 None => format!("{func} <-{:#x}", r.arg),
             },
-            RecordKind::Enter if hook => func,
+            RecordKind::Enter if kind.is_hook() => func,
             RecordKind::Enter => {
                 let text = match regions.last() {
                     Some(parent) => format!("{func} <-{parent}"),
@@ -433,8 +440,7 @@ impl Lane {
         if !f.is_empty() {
             self.functions.push((start, func.clone()));
         }
-        self.sites
-            .insert(site.id, (func, other, site.kind.is_hook()));
+        self.sites.insert(site.id, (func, other, site.kind));
     }
 
     fn read_meta(&mut self, mut blob: &[u8]) {
@@ -460,6 +466,14 @@ impl Lane {
         }
         self.functions.sort();
         self.functions.dedup_by_key(|f| f.0);
+    }
+
+    /// The instrumented function that starts at `address` (what a `-finstrument-functions`
+    /// hook's `this_fn` names: the function the hook is for).
+    fn starting_at(&self, address: u64) -> Option<&str> {
+        let i = self.functions.partition_point(|f| f.0 < address);
+        let (start, name) = self.functions.get(i)?;
+        (*start == address).then_some(name.as_str())
     }
 
     /// The instrumented function holding `address` (not more than 64 KiB past its start).

@@ -69,7 +69,7 @@ pub struct Model<'t> {
     site_other: Vec<NameId>,
     /// Per site: `wait:<what>`, interned for the sites some WAIT or UNWAIT record uses.
     site_wait: Vec<NameId>,
-    /// Per site: whether it is a function hook (its ENTER's argument is the parent address).
+    /// Per site: whether it is a function hook.
     site_hook: Vec<bool>,
     /// Per name: whether some EXIT record ends a region of that name.
     has_exit: Vec<bool>,
@@ -383,10 +383,37 @@ impl<'t> Model<'t> {
         if r.site == NO_SITE {
             return self.no_site;
         }
+        let s = r.site as usize;
         match r.kind {
-            RecordKind::Enter | RecordKind::Exit => self.site_func[r.site as usize],
-            _ => self.site_other[r.site as usize],
+            RecordKind::Enter | RecordKind::Exit => self.inlined(r).unwrap_or(self.site_func[s]),
+            _ => self.site_other[s],
         }
+    }
+
+    /// The function an ENTER or EXIT record of a `-finstrument-functions` hook is for, when its
+    /// `this_fn` is the start of an instrumented function other than the enclosing one: one the
+    /// compiler inlined there, whose hooks run inside its caller's code. `None` otherwise (the
+    /// site names it).
+    pub fn inlined(&self, r: &Record) -> Option<NameId> {
+        let site = &self.trace.sites[r.site as usize];
+        if r.arg == 0 || !site.kind.records_this_fn() {
+            return None;
+        }
+        let key = (site.process, r.arg);
+        let i = self
+            .functions
+            .partition_point(|&(p, start, _)| (p, start) < key);
+        let &(p, start, name) = self.functions.get(i)?;
+        ((p, start) == key).then_some(name)
+    }
+
+    /// The parent a function hook's ENTER record carries (the address the function returns
+    /// to), if it carries one.
+    pub fn parent(&self, r: &Record) -> Option<u64> {
+        let carries = r.kind == RecordKind::Enter
+            && r.site != NO_SITE
+            && self.trace.sites[r.site as usize].kind.records_parent();
+        (carries && r.arg != 0).then_some(r.arg)
     }
 
     /// `wait:<what>` for a WAIT or UNWAIT record.
@@ -397,7 +424,7 @@ impl<'t> Model<'t> {
         self.site_wait[r.site as usize]
     }
 
-    /// Whether the record's site is a function hook (ENTER's argument is the parent address).
+    /// Whether the record's site is a function hook.
     pub fn is_hook(&self, r: &Record) -> bool {
         r.site != NO_SITE && self.site_hook[r.site as usize]
     }

@@ -260,15 +260,18 @@ fn record_text(
             out.write_all(text.as_bytes())?;
             if m.is_hook(r) {
                 let site = &m.trace.sites[r.site as usize];
-                symbol_suffix(out, options, u64::from(site.func_offset), site.address)?;
+                if m.inlined(r).is_none() {
+                    // An inlined function's hook lies in its caller: no offset in the function.
+                    symbol_suffix(out, options, u64::from(site.func_offset), site.address)?;
+                }
                 source_suffix(out, m.function_source(r.site))?;
-                if r.arg != 0 && options.print_parent {
-                    match m.frame_function(lane, r.arg) {
+                if let (Some(parent), true) = (m.parent(r), options.print_parent) {
+                    match m.frame_function(lane, parent) {
                         Some((start, p)) => {
                             write!(out, " <-{}", m.text(p))?;
-                            symbol_suffix(out, options, r.arg - start, r.arg)?;
+                            symbol_suffix(out, options, parent - start, parent)?;
                         }
-                        None => write!(out, " <-{:#x}", r.arg)?,
+                        None => write!(out, " <-{parent:#x}")?,
                     }
                 }
             } else {

@@ -271,8 +271,8 @@ impl<S: Sink> Walker<'_, '_, S> {
         match r.kind {
             RecordKind::Enter => {
                 let name = m.name(r);
-                if m.is_hook(r) && r.arg != 0 && self.lanes[lane].hidden == 0 {
-                    if let Some((_, parent)) = m.frame_function(lane, r.arg) {
+                if let (Some(address), 0) = (m.parent(r), self.lanes[lane].hidden) {
+                    if let Some((_, parent)) = m.frame_function(lane, address) {
                         self.return_to(lane, parent, t)?;
                     }
                 }

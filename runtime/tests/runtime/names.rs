@@ -218,3 +218,60 @@ fn patterns_match_demangled_names() {
         "{stderr}"
     );
 }
+
+/// `tests/runtime/inlined.c` built `-O2 -finstrument-functions`: the hooks gcc leaves for the
+/// functions it inlined into `outer` lie in `outer`'s code, and their records are named after
+/// the inlined functions (by the `this_fn` each hook passes), in both modes and in every format
+/// that names calls; a report never shows `outer` calling itself.
+#[test]
+fn hooks_of_inlined_functions_are_named_after_them() {
+    let w = Work::new("names-inlined");
+    let exe = w.build("inlined", &["inlined.c"], &["-finstrument-functions"], &[]);
+    // The premise: outer holds the hooks of square and twice besides its own.
+    let listing = ok(&bootprof(&["list", exe.to_str().unwrap()], &w.0));
+    let in_outer = listing.lines().filter(|l| l.contains(" outer+")).count();
+    assert_eq!(in_outer, 6, "{listing}");
+    let calls = [
+        "outer",
+        "square",
+        "EXIT square",
+        "twice",
+        "EXIT twice",
+        "EXIT outer",
+    ];
+    let mut want = vec!["main".to_string()];
+    for _ in 0..3 {
+        want.extend(calls.iter().map(|c| c.to_string()));
+    }
+    want.push("EXIT main".into());
+    for mode in ["trap", "call"] {
+        let session = w.path(&format!("{mode}.session"));
+        let s = session.to_str().unwrap();
+        let o = bootprof(&["run", "--mode", mode, "-o", s, "--", "./inlined"], &w.0);
+        assert_eq!(ok(&o), "11\n");
+        let text = ok(&bootprof(&["report", s, "--format", "text"], &w.0));
+        let got: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(": ").map(|(_, what)| what))
+            .collect();
+        assert_eq!(got, want, "{mode} mode:\n{text}");
+        let folded = ok(&bootprof(&["report", s, "--format", "folded"], &w.0));
+        let mut stacks: Vec<&str> = folded
+            .lines()
+            .filter_map(|l| l.rsplit_once(' ').map(|(stack, _)| stack))
+            .map(|stack| stack.split_once(";main").map_or(stack, |(_, rest)| rest))
+            .collect();
+        stacks.sort_unstable();
+        assert_eq!(
+            stacks,
+            ["", ";outer", ";outer;square", ";outer;twice"],
+            "{mode} mode:\n{folded}"
+        );
+        let chrome = ok(&bootprof(&["report", s, "--format", "chrome"], &w.0));
+        for name in ["square", "twice"] {
+            let n = chrome.matches(&format!("\"name\":\"{name}\"")).count();
+            assert!(n >= 3, "{mode} mode: {n} {name} events:\n{chrome}");
+        }
+    }
+}
