@@ -6,8 +6,10 @@
  *
  *   latency requests N SLOW_MS SLOW...  N requests of about 1 ms; the requests numbered SLOW...
  *                                       take SLOW_MS ms
- *   latency growing SECONDS             requests whose length grows (each a new longest) for
- *                                       SECONDS
+ *   latency growing SECONDS BG REQ      requests whose length grows (each a new longest) for
+ *                                       SECONDS, and on until the background thread has fired
+ *                                       at least BG probes and REQ requests were made (a busy
+ *                                       machine slows both down)
  *   latency frames N                    one probe, `latency:frame`, hit N times 1 ms apart; frame
  *                                       N/2 + 1 comes 100 ms after frame N/2
  * Prints "done N background M" (M: background records) on success. */
@@ -42,6 +44,7 @@ NOT_TRACED static void *background(void *arg) {
     long i = 0;
     while (!atomic_load(&stop)) {
         for (int j = 0; j < 20; j++) BOOTPROF_PROBE(latency, background, i++);
+        atomic_store_explicit(&background_records, i, memory_order_relaxed);
         usleep(100);
     }
     atomic_store(&background_records, i);
@@ -63,7 +66,7 @@ NOT_TRACED static int is_slow(long i, int argc, char **argv) {
 }
 
 NOT_TRACED int main(int argc, char **argv) {
-    CHECK(argc >= 3, "usage: latency requests N SLOW_MS SLOW... | growing SECONDS | frames N");
+    CHECK(argc >= 3, "usage: latency requests N SLOW_MS SLOW... | growing SECONDS [BG REQ] | frames N");
     pthread_t t;
     CHECK(pthread_create(&t, NULL, background, NULL) == 0, "pthread_create");
     long done = 0;
@@ -75,11 +78,14 @@ NOT_TRACED int main(int argc, char **argv) {
         done = n;
     } else if (!strcmp(argv[1], "growing")) {
         double end = now_ms() + atof(argv[2]) * 1e3;
+        long min_background = argc > 3 ? atol(argv[3]) : 0;
+        long min_requests = argc > 4 ? atol(argv[4]) : 0;
         /* Each request 1 ms longer than the longest so far as measured here, around the probes
          * (so at least as long as the runtime measures it): every one a new longest, even when
          * a busy machine stretches one. */
         double longest = 0;
-        while (now_ms() < end) {
+        while (now_ms() < end || atomic_load(&background_records) < min_background ||
+               done < min_requests) {
             double start = now_ms();
             request(done++, longest + 1);
             double took = now_ms() - start;
