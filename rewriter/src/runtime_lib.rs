@@ -237,7 +237,9 @@ pub fn runtime_args(
     }
     let object = runtime.object_to_link(output)?;
     let exports = exported_names(&object, output);
-    let mut libraries = vec![object.display().to_string(), "-lm".into()];
+    // Nothing more: the runtime calls no function of libm (an `-lm` costs GNU ld a read of
+    // libm's symbols, once more when the program names it too).
+    let mut libraries = vec![object.display().to_string()];
     if has(&["-nostdlib", "-nodefaultlibs"]) {
         if !names_the_c_library(line) {
             return Err(Error::Refused {
