@@ -66,10 +66,13 @@ impl Embedded {
     pub fn unpacked(&self) -> Result<PathBuf> {
         cache::unpack(self.id, |dir| {
             vec![
-                (Output::Executable.object(), self.object.to_vec()),
-                (Output::SharedObject.object(), self.shared_object.to_vec()),
-                ("include/bootprof.h", self.header.to_vec()),
-                ("pkgconfig/bootprof.pc", self.pkg_config(dir).into_bytes()),
+                (Output::Executable.object(), self.object.into()),
+                (Output::SharedObject.object(), self.shared_object.into()),
+                ("include/bootprof.h", self.header.into()),
+                (
+                    "pkgconfig/bootprof.pc",
+                    self.pkg_config(dir).into_bytes().into(),
+                ),
             ]
         })
     }
