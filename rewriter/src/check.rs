@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Location, Result};
 use bootprof_format::file::{classify, FileKind, SNIFF_LEN};
-use bootprof_format::linked::{each_linked_site, Image};
+use bootprof_format::linked::{linked_sites, Image};
 use bootprof_format::Kind;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -184,12 +184,7 @@ pub fn check_output(path: &Path, output: &Path) -> Result<()> {
         }
     }
     let image = Image::new(&elf, &data);
-    let mut bad = None;
-    each_linked_site(&elf, &image, |s| {
-        bad = (!s.nop).then_some(s);
-        bad.is_none()
-    })
-    .map_err(|e| {
+    let sites = linked_sites(&elf, &image).map_err(|e| {
         Error::malformed(
             Location {
                 section: Some(bootprof_format::SECTION_NAME.into()),
@@ -198,7 +193,7 @@ pub fn check_output(path: &Path, output: &Path) -> Result<()> {
             e,
         )
     })?;
-    if let Some(bad) = bad {
+    if let Some(bad) = sites.iter().flatten().find(|s| !s.nop) {
         return Err(at(format!(
             "the site at {:#x} ({}+{:#x}) does not hold its NOP in the linked program; the link \
              is refused and the previous output kept",

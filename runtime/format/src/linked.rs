@@ -14,12 +14,9 @@ use std::vec::Vec;
 /// A linked ELF file's bytes, addressed by virtual address through its loadable segments.
 pub struct Image<'d> {
     data: &'d [u8],
-    /// Each loadable segment.
-    segments: Vec<Segment>,
+    /// (virtual address, file offset, file size) of each segment.
+    segments: Vec<(u64, u64, u64)>,
 }
-
-/// A loadable segment: (virtual address, file offset, file size).
-type Segment = (u64, u64, u64);
 
 impl<'d> Image<'d> {
     /// The image of `elf`, whose bytes are `data`.
@@ -35,29 +32,16 @@ impl<'d> Image<'d> {
 
     /// Where the byte at `addr` is in the file.
     pub fn offset_of(&self, addr: u64) -> Option<u64> {
-        self.segment_of(addr).map(|(va, off, _)| off + (addr - va))
-    }
-
-    /// The segment holding the byte at `addr`.
-    fn segment_of(&self, addr: u64) -> Option<Segment> {
         self.segments
             .iter()
             .find(|&&(va, _, size)| addr >= va && addr - va < size)
-            .copied()
+            .map(|&(va, off, _)| off + (addr - va))
     }
 
     /// The `len` bytes at `addr`.
     pub fn bytes_at(&self, addr: u64, len: usize) -> Option<&'d [u8]> {
-        self.bytes_in(self.segment_of(addr)?, addr, len)
-    }
-
-    /// The `len` bytes at `addr`, which must be in `segment` (one of [`Image::segment_of`]'s).
-    fn bytes_in(&self, (va, off, size): Segment, addr: u64, len: usize) -> Option<&'d [u8]> {
-        if addr < va || addr - va >= size {
-            return None;
-        }
-        let at = usize::try_from(off + (addr - va)).ok()?;
-        self.data.get(at..at.checked_add(len)?)
+        let off = usize::try_from(self.offset_of(addr)?).ok()?;
+        self.data.get(off..off.checked_add(len)?)
     }
 
     /// The NUL-terminated string at `addr` (at most 4 KiB).
@@ -95,43 +79,19 @@ pub fn linked_sites(
     image: &Image<'_>,
 ) -> Result<Option<Vec<LinkedSite>>, Unreadable> {
     let mut sites = Vec::new();
-    let found = each_linked_site(elf, image, |site| {
-        sites.push(site);
-        true
-    })?;
-    Ok(found.then_some(sites))
-}
-
-/// Calls `each` with every site of every `bootprof_sites` section of `elf`, in table order, each
-/// checked against its disabled bytes, until it returns false; returns whether the binary has
-/// such a section. What checks a table without keeping it (bootprof-link's check of the binary
-/// it has just linked, tens of thousands of sites) uses.
-pub fn each_linked_site(
-    elf: &ElfFile64<'_, LE>,
-    image: &Image<'_>,
-    mut each: impl FnMut(LinkedSite) -> bool,
-) -> Result<bool, Unreadable> {
     let mut tables = 0;
-    // The segment of the last site: a table's sites are in one or two text segments.
-    let mut segment = (0u64, 0u64, 0u64);
     for section in elf.sections().filter(|s| s.name() == Ok(SECTION_NAME)) {
         tables += 1;
         let bytes = section.data().map_err(|e| Unreadable(e.to_string()))?;
         for site in crate::sites(bytes, section.address()) {
             let site = site.map_err(|e| Unreadable(e.to_string()))?;
-            let (va, _, size) = segment;
-            if site.site < va || site.site - va >= size {
-                segment = image.segment_of(site.site).unwrap_or_default();
-            }
             let len = site.form.len();
             let expected = code::disabled_bytes(site.kind, site.form);
             let nop = image
-                .bytes_in(segment, site.site, len)
+                .bytes_at(site.site, len)
                 .is_some_and(|b| b == &expected[..len]);
-            if !each(LinkedSite { site, nop }) {
-                return Ok(true);
-            }
+            sites.push(LinkedSite { site, nop });
         }
     }
-    Ok(tables > 0)
+    Ok((tables > 0).then_some(sites))
 }
