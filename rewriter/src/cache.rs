@@ -9,6 +9,7 @@
 //! it and renamed into place, so links running at the same time never see half a file.
 
 use crate::error::{Error, Result};
+use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -48,13 +49,14 @@ fn temporary_cache() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The files of a cache directory: paths relative to it, with their contents (borrowed when
+/// they are carried by the executable: a link unpacks hundreds of kilobytes it need not copy).
+pub type Files = Vec<(&'static str, Cow<'static, [u8]>)>;
+
 /// The directory `<cache>/<name>` holding `files` (paths relative to it, with their contents),
 /// written now where missing or different. `files` is given the directory, for contents that
 /// name it.
-pub fn unpack(
-    name: &str,
-    files: impl Fn(&Path) -> Vec<(&'static str, Vec<u8>)>,
-) -> Result<PathBuf> {
+pub fn unpack(name: &str, files: impl Fn(&Path) -> Files) -> Result<PathBuf> {
     let first = match user_cache() {
         Some(root) => match fill(&root.join(name), &files) {
             Ok(dir) => return Ok(dir),
@@ -70,7 +72,7 @@ pub fn unpack(
 }
 
 /// Makes `dir` and writes `files` into it.
-fn fill(dir: &Path, files: &impl Fn(&Path) -> Vec<(&'static str, Vec<u8>)>) -> Result<PathBuf> {
+fn fill(dir: &Path, files: &impl Fn(&Path) -> Files) -> Result<PathBuf> {
     for (relative, contents) in files(dir) {
         let path = dir.join(relative);
         let parent = path.parent().expect("a file in the directory");

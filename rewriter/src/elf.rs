@@ -37,6 +37,9 @@ pub struct Object<'d> {
     pub sections: Sections<'d>,
     /// The symbol table (empty when the object has none).
     pub symbols: Symbols<'d>,
+    /// The symbol table's string table, as bytes (empty when there is none): names are read
+    /// from it directly, most for their first bytes only.
+    pub strings: &'d [u8],
 }
 
 impl std::fmt::Debug for Object<'_> {
@@ -70,13 +73,27 @@ impl<'d> Object<'d> {
                 "section 0 is not SHT_NULL",
             ));
         }
+        let strings = match symbols.string_section().0 {
+            0 => &[][..],
+            i => sections
+                .section(SectionIndex(i))
+                .and_then(|s| s.data(LE, data))
+                .map_err(|e| Error::malformed(at(), e))?,
+        };
         Ok(Object {
             file: file.to_string(),
             data,
             header,
             sections,
             symbols,
+            strings,
         })
+    }
+
+    /// The symbol string table from a symbol's `st_name` on: its name and what follows, for a
+    /// look at the name's first bytes without finding its end (empty when out of range).
+    pub fn name_from(&self, st_name: u32) -> &'d [u8] {
+        self.strings.get(st_name as usize..).unwrap_or_default()
     }
 
     /// A location in this object: the file, and the section `index` when given.
@@ -135,6 +152,16 @@ pub fn parse_header<'d>(data: &'d [u8], file: &str) -> Result<&'d FileHeader64> 
         )));
     }
     Ok(header)
+}
+
+/// The NUL-terminated string at the start of `bytes` (all of them when there is no NUL). Symbol
+/// names are short: a plain loop finds their end sooner than a call to a search routine.
+pub fn c_str(bytes: &[u8]) -> &[u8] {
+    let mut end = 0;
+    while end < bytes.len() && bytes[end] != 0 {
+        end += 1;
+    }
+    &bytes[..end]
 }
 
 /// Name of an x86-64 relocation type, for messages.

@@ -6,12 +6,11 @@
 use crate::decode::{self, Recognised};
 use crate::elf::{reloc_name, Object};
 use crate::error::{Error, Location, Result};
-use crate::functions::{enclosing, functions_in, starts_inside, symbol_inside_site, Func};
+use crate::functions::{functions_in, symbol_inside_site, Cursor, Func};
 use crate::guard;
 use crate::scan::{Candidate, Scanned};
 use crate::site::{Found, NotASite, SiteInfo};
 use bootprof_format::Form;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What [`verify`] found in one object, and the parsed object when it has sites (for `emit`).
@@ -23,12 +22,14 @@ pub struct Plan<'d> {
     pub object: Option<Object<'d>>,
 }
 
-/// A candidate whose bytes are a call or jump of `form` starting at `start`, and the offset its
-/// function starts at (where decoding for the boundary check begins).
+/// A candidate whose bytes are a call or jump of `form` starting at `start`, its place among the
+/// section's symbols ([`Cursor::seek`]), and the offset its function starts at (where decoding
+/// for the boundary check begins).
 struct Call<'c> {
     candidate: &'c Candidate,
     start: usize,
     form: Form,
+    place: usize,
     from: usize,
 }
 
@@ -36,10 +37,15 @@ struct Call<'c> {
 pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
     let mut not_sites = std::mem::take(&mut scanned.not_sites);
     let mut guard_sites = guard::guards(&scanned)?;
-    let mut wanted: BTreeMap<usize, ()> = scanned.candidates.keys().map(|&k| (k, ())).collect();
-    wanted.extend(guard_sites.iter().map(|g| (g.section, ())));
-    let funcs_by_section = functions_in(&scanned.object.symbols, &wanted);
-    let funcs_of = |sec: usize| funcs_by_section.get(&sec).map_or(&[][..], Vec::as_slice);
+    let mut wanted = vec![false; scanned.object.sections.len()];
+    for &sec in scanned.candidates.keys() {
+        wanted[sec] = true;
+    }
+    for g in &guard_sites {
+        wanted[g.section] = true;
+    }
+    let funcs_by_section = functions_in(&scanned.object, &wanted);
+    let funcs_of = |sec: usize| funcs_by_section.get(sec).map_or(&[][..], Vec::as_slice);
     let mut sites = Vec::new();
     for (&sec, candidates) in &scanned.candidates {
         let mut candidates: Vec<&Candidate> = candidates.iter().collect();
@@ -97,16 +103,21 @@ fn recognise_all<'c>(
     candidates: &[&'c Candidate],
     not_sites: &mut Vec<NotASite>,
 ) -> Result<Vec<Call<'c>>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(candidates.len());
+    let mut cursor = Cursor::new(funcs);
     for &c in candidates {
         let r_offset = c.r_offset as usize;
         match decode::recognise(text, r_offset, c.r_type, c.addend) {
             Recognised::Site { start, form } => {
-                let from = enclosing(funcs, start as u64).map_or(0, |f| f.value as usize);
+                let place = cursor.seek(start as u64);
+                let from = cursor
+                    .enclosing(place, start as u64)
+                    .map_or(0, |f| f.value as usize);
                 out.push(Call {
                     candidate: c,
                     start,
                     form,
+                    place,
                     from,
                 });
             }
@@ -145,6 +156,7 @@ fn check_boundaries<'d>(
     not_sites: &mut Vec<NotASite>,
 ) -> Result<()> {
     let section_name: Arc<str> = scanned.object.section_name(sec).into();
+    let cursor = Cursor::new(funcs);
     let (mut starts, mut ok) = (Vec::new(), Vec::new());
     for group in recognised.chunk_by(|a, b| a.from == b.from) {
         starts.clear();
@@ -162,7 +174,7 @@ fn check_boundaries<'d>(
                 continue;
             }
             let (start, form) = (v.start, v.form);
-            if let Some(inside) = starts_inside(funcs, start as u64, form.len() as u64) {
+            if let Some(inside) = cursor.starts_inside(v.place, start as u64, form.len() as u64) {
                 return Err(symbol_inside_site(
                     candidate_at(scanned, sec, start as u64, c),
                     inside,
@@ -171,7 +183,7 @@ fn check_boundaries<'d>(
             let (kind, symbol) = scanned
                 .probe_at(c.symbol_index)
                 .expect("a candidate's symbol is a probe symbol");
-            let func = enclosing(funcs, start as u64);
+            let func = cursor.enclosing(v.place, start as u64);
             let mut orig = [0u8; 8];
             orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
             // The displacement as compiled is zero (RELA); keep it so, whatever was there.
@@ -183,7 +195,7 @@ fn check_boundaries<'d>(
                 form,
                 kind,
                 symbol,
-                function: func.map_or(&[][..], |f| f.name),
+                function: func.map_or(&[][..], Func::name),
                 func_offset: start as u64 - func.map_or(0, |f| f.value),
                 rela: c.rela,
                 symbol_index: c.symbol_index,
@@ -198,7 +210,9 @@ fn check_boundaries<'d>(
 /// Checks that guard `g`'s NOP is an instruction of its function, as any site, and names the
 /// function.
 fn place_guard<'d>(obj: &Object<'d>, g: &mut SiteInfo<'d>, funcs: &[Func<'d>]) -> Result<()> {
-    let func = enclosing(funcs, g.offset);
+    let mut cursor = Cursor::new(funcs);
+    let place = cursor.seek(g.offset);
+    let func = cursor.enclosing(place, g.offset);
     let from = func.map_or(0, |f| f.value as usize);
     let text = obj.section_data(g.section)?;
     let where_ = || Location {
@@ -215,10 +229,10 @@ fn place_guard<'d>(obj: &Object<'d>, g: &mut SiteInfo<'d>, funcs: &[Func<'d>]) -
             "a guard's NOP is not on an instruction boundary when decoded from the function start",
         ));
     }
-    if let Some(inside) = starts_inside(funcs, g.offset, 5) {
+    if let Some(inside) = cursor.starts_inside(place, g.offset, 5) {
         return Err(symbol_inside_site(where_(), inside));
     }
-    g.function = func.map_or(&[][..], |f| f.name);
+    g.function = func.map_or(&[][..], Func::name);
     g.func_offset = g.offset - func.map_or(0, |f| f.value);
     Ok(())
 }

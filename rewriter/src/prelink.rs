@@ -5,10 +5,10 @@
 //! The object is a partial link (`ld -r --gc-sections`) rooted at every `bootprof_*` symbol the
 //! archive defines (the C API and the registration entry points: the list comes from the archive,
 //! through `nm`, so it cannot drift from the runtime) and every `__wrap_*` one (what the
-//! program's calls to the C library functions bootprof-link wraps reach), then stripped of debug
-//! information and of the LLVM bitcode the Rust libraries carry, with every symbol but those
-//! made local (the object brings its own `core` and `alloc`, which must not meet a Rust
-//! program's).
+//! program's calls to the C library functions bootprof-link wraps reach), its input sections
+//! merged by kind ([`MERGE_SCRIPT`]), then stripped of debug information and of the LLVM bitcode
+//! the Rust libraries carry, with every symbol but those made local (the object brings its own
+//! `core` and `alloc`, which must not meet a Rust program's).
 //!
 //! Two users, so this file needs nothing but `std`: `runtime/cli/build.rs` includes it to make
 //! the object `bootprof-link` carries, and [`crate::runtime_lib`] prelinks an archive that
@@ -16,6 +16,30 @@
 
 use std::path::Path;
 use std::process::Command;
+
+/// The linker script of the partial link: the runtime's input sections (one per function and
+/// per constant, about a thousand) merged into one output section per kind, so that every link
+/// that carries the runtime reads a few dozen sections instead (GNU ld spends thousands of
+/// instructions on each). Thread-locals stay apart from other data; `.eh_frame` is kept whole
+/// (`--gc-sections` would drop it: nothing refers to it) and rebuilt by the final link; what the
+/// script does not name stays as it was: `.init_array.*` with its priority, COMDAT group members
+/// (a partial link keeps them apart), and the mergeable constants and strings (`SHF_MERGE`), so
+/// that the final link still merges them and drops their `.L` labels. Every output section
+/// starts at address 0, as in any relocatable object.
+pub const MERGE_SCRIPT: &str = "\
+SECTIONS
+{
+  .text 0 : { *(.text .text.*) }
+  .rodata 0 : { INPUT_SECTION_FLAGS (!SHF_MERGE) *(.rodata .rodata.*) }
+  .eh_frame 0 : { KEEP (*(.eh_frame)) }
+  .gcc_except_table 0 : { *(.gcc_except_table .gcc_except_table.*) }
+  .tdata 0 : { *(.tdata .tdata.*) }
+  .tbss 0 : { *(.tbss .tbss.*) }
+  .data.rel.ro 0 : { *(.data.rel.ro .data.rel.ro.*) }
+  .data 0 : { *(.data .data.*) }
+  .bss 0 : { *(.bss .bss.*) }
+}
+";
 
 /// Prelinks `archive` into `output`, which must define `required` (the entry point every linked
 /// site table calls: an archive without it is not the runtime). `output` appears whole or not
@@ -35,11 +59,14 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
         std::path::PathBuf::from(name)
     };
     let (partial, stripped) = (temporary("partial"), temporary("stripped"));
+    let script = temporary("ld");
+    std::fs::write(&script, MERGE_SCRIPT).map_err(|e| format!("{}: {e}", script.display()))?;
     let mut ld = Command::new("ld");
     ld.args(["-r", "--gc-sections"]);
     for root in &roots {
         ld.arg("-u").arg(root);
     }
+    ld.arg("-T").arg(&script);
     ld.arg(archive).arg("-o").arg(&partial);
     let mut objcopy = Command::new("objcopy");
     objcopy
@@ -76,6 +103,7 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
         });
     let _ = std::fs::remove_file(&partial);
     let _ = std::fs::remove_file(&stripped);
+    let _ = std::fs::remove_file(&script);
     made
 }
 

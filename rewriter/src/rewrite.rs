@@ -30,15 +30,26 @@ pub struct Rewritten<'d> {
 /// gathering inputs. `file` names the object in messages. An object without sites, including
 /// one rewritten before, comes back unchanged (`bytes` is `None`).
 pub fn rewrite_object<'d>(data: &'d [u8], file: &str) -> Result<Rewritten<'d>> {
+    let (emitted, found) = rewrite_pieces(data, file)?;
+    Ok(Rewritten {
+        bytes: emitted.map(|e| e.to_vec()),
+        found,
+    })
+}
+
+/// [`rewrite_object`] with the new object as the pieces of its file ([`emit::Emitted`]), most
+/// of them borrowed from `data`: what a caller writing it to a file takes, without gathering it
+/// into one buffer first.
+pub fn rewrite_pieces<'d>(
+    data: &'d [u8],
+    file: &str,
+) -> Result<(Option<emit::Emitted<'d>>, Found<'d>)> {
     let plan = patch::verify(scan::scan(data, file)?)?;
-    let bytes = match &plan.object {
+    let emitted = match &plan.object {
         Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
         None => None,
     };
-    Ok(Rewritten {
-        bytes,
-        found: plan.found,
-    })
+    Ok((emitted, plan.found))
 }
 
 /// What rewriting every input produced.
@@ -164,24 +175,33 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
     let data = map(&input.path)?;
     let file = input.path.display().to_string();
     let mut done = Done::default();
-    let new = match input.kind {
+    let new_at = |dir: &Path| private_name(dir, input.arg, &input.path);
+    match input.kind {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
         InputKind::Object => {
-            let r = rewrite_object(&data, &file)?;
-            done.absorb(&file, &r.found, verbose);
-            r.bytes
+            let (emitted, found) = rewrite_pieces(&data, &file)?;
+            done.absorb(&file, &found, verbose);
+            if let Some(emitted) = emitted {
+                let out = new_at(dir);
+                std::fs::File::create(&out)
+                    .and_then(|mut f| emitted.write_to(&mut f))
+                    .map_err(|e| Error::io(&out, e))?;
+                done.replacement = Some(out);
+            }
         }
-        InputKind::Archive => archive::rewrite_archive(&data, &input.path, |member, bytes| {
-            let name = format!("{file}({member})");
-            let r = rewrite_object(bytes, &name)?;
-            done.absorb(&name, &r.found, verbose);
-            Ok(r.bytes)
-        })?,
-    };
-    if let Some(bytes) = new {
-        let out = private_name(dir, input.arg, &input.path);
-        std::fs::write(&out, bytes).map_err(|e| Error::io(&out, e))?;
-        done.replacement = Some(out);
+        InputKind::Archive => {
+            let new = archive::rewrite_archive(&data, &input.path, |member, bytes| {
+                let name = format!("{file}({member})");
+                let r = rewrite_object(bytes, &name)?;
+                done.absorb(&name, &r.found, verbose);
+                Ok(r.bytes)
+            })?;
+            if let Some(bytes) = new {
+                let out = new_at(dir);
+                std::fs::write(&out, bytes).map_err(|e| Error::io(&out, e))?;
+                done.replacement = Some(out);
+            }
+        }
     }
     Ok(done)
 }

@@ -66,10 +66,13 @@ impl Embedded {
     pub fn unpacked(&self) -> Result<PathBuf> {
         cache::unpack(self.id, |dir| {
             vec![
-                (Output::Executable.object(), self.object.to_vec()),
-                (Output::SharedObject.object(), self.shared_object.to_vec()),
-                ("include/bootprof.h", self.header.to_vec()),
-                ("pkgconfig/bootprof.pc", self.pkg_config(dir).into_bytes()),
+                (Output::Executable.object(), self.object.into()),
+                (Output::SharedObject.object(), self.shared_object.into()),
+                ("include/bootprof.h", self.header.into()),
+                (
+                    "pkgconfig/bootprof.pc",
+                    self.pkg_config(dir).into_bytes().into(),
+                ),
             ]
         })
     }
@@ -237,7 +240,9 @@ pub fn runtime_args(
     }
     let object = runtime.object_to_link(output)?;
     let exports = exported_names(&object, output);
-    let mut libraries = vec![object.display().to_string(), "-lm".into()];
+    // Nothing more: the runtime calls no function of libm (an `-lm` costs GNU ld a read of
+    // libm's symbols, once more when the program names it too).
+    let mut libraries = vec![object.display().to_string()];
     if has(&["-nostdlib", "-nodefaultlibs"]) {
         if !names_the_c_library(line) {
             return Err(Error::Refused {

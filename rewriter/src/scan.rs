@@ -154,16 +154,25 @@ fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
         if index.0 == 0 || sym.st_bind() == elf::STB_LOCAL {
             continue;
         }
-        let name = symbols.symbol_name(LE, sym).map_err(|e| {
-            Error::malformed(
+        let st_name = sym.st_name(LE);
+        let from = s.object.name_from(st_name);
+        // Every name that matters starts with `_` (`__fentry__`, `__dtrace_...`,
+        // `__cyg_profile_...`, `_Unwind_Backtrace`), `m` (`mcount`) or `b` (`bootprof_...`):
+        // most of a program's symbols are passed over on their first byte.
+        if !matches!(from.first(), Some(b'_' | b'm' | b'b')) {
+            if (st_name as usize) < s.object.strings.len() {
+                continue;
+            }
+            return Err(Error::malformed(
                 Location {
                     section: Some(".symtab".into()),
                     offset: Some(index.0 as u64 * SYM_SIZE),
                     ..Location::file(s.object.file.clone())
                 },
-                e,
-            )
-        })?;
+                format!("symbol name offset {st_name:#x} is outside the string table"),
+            ));
+        }
+        let name = crate::elf::c_str(from);
         let Some((kind, _, _)) = Kind::classify(name) else {
             if sym.st_shndx(LE) == elf::SHN_UNDEF {
                 s.uses_runtime |= name.starts_with(b"bootprof_");

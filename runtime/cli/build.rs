@@ -43,6 +43,10 @@ fn main() {
         ));
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../../rewriter/src/prelink.rs").display()
+    );
     let workspace = runtime.parent().expect("runtime/ has a parent");
     for input in [
         runtime.join("src"),

@@ -163,15 +163,18 @@ fn pc32(offset: usize, sym: usize, addend: i64) -> Rela64 {
 }
 
 /// The pool of a fragment's names, written after its entries: each probe, provider and function
-/// name once (the NUL-terminated string's offset in the fragment by its bytes).
+/// name once (its offset in the pool by its bytes). Kept apart from the entries while they are
+/// written, and appended after them: the entries need no zeroed room made first.
 #[derive(Default)]
 struct Pool<'a> {
+    bytes: Vec<u8>,
     at: FxHashMap<&'a [u8], usize>,
 }
 
 impl<'a> Pool<'a> {
-    /// The offset of `name` in `bytes`, appended when it is not there yet.
-    fn intern(&mut self, bytes: &mut Vec<u8>, name: &'a [u8]) -> usize {
+    /// The offset of `name` in the pool, appended when it is not there yet.
+    fn intern(&mut self, name: &'a [u8]) -> usize {
+        let bytes = &mut self.bytes;
         *self.at.entry(name).or_insert_with(|| append(bytes, name))
     }
 }
@@ -223,16 +226,18 @@ fn fragment(
     let (slots, targets) = target_slots(list, target_of);
     let entries_at = format::entries_at(targets.len() as u32);
     let entries_end = entries_at + list.len() * ENTRY_SIZE;
-    // Room for the names of a C program's sites without growing.
     let mut bytes = Vec::with_capacity(entries_end + list.len() * 24);
-    bytes.resize(entries_end, 0);
+    bytes.resize(entries_at, 0);
     bytes[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&(targets.len() as u32).to_le_bytes());
     let mut relas = Vec::with_capacity(1 + targets.len());
     relas.push(pc32(TEXT_FIELD, text_symbol, 0));
     for (i, &(symbol, addend)) in targets.iter().enumerate() {
         relas.push(pc32(TARGETS_AT + 4 * i, symbol, addend));
     }
-    let mut pool = Pool::default();
+    let mut pool = Pool {
+        bytes: Vec::with_capacity(list.len() * 24),
+        ..Pool::default()
+    };
     // A function's sites are adjacent (sorted by offset): its names are written (and demangled)
     // once, and a probe's are looked up once per run of its sites.
     let mut last_function: Option<(&[u8], usize, Option<usize>)> = None;
@@ -251,15 +256,16 @@ fn fragment(
                     Some((kind, provider, name)) if !kind.is_hook() => (Some(provider), name),
                     _ => (None, s.symbol),
                 };
-                let provider = provider.map(|p| pool.intern(&mut bytes, p));
-                let name = pool.intern(&mut bytes, name);
+                let provider = provider.map(|p| pool.intern(p));
+                let name = pool.intern(name);
                 last_symbol = Some((s.symbol, provider, name));
                 (provider, name)
             }
         };
-        // Names are stored PC-relative, as the distance from the field to the string.
-        let mut set = |field: usize, target: usize| {
-            let v = (target as i64 - (e + field) as i64) as i32;
+        // Names are stored PC-relative, as the distance from the field to the string (the pool
+        // follows the entries).
+        let mut set = |field: usize, in_pool: usize| {
+            let v = ((entries_end + in_pool) as i64 - (e + field) as i64) as i32;
             entry[field..field + 4].copy_from_slice(&v.to_le_bytes());
         };
         if let Some(p) = provider {
@@ -271,8 +277,9 @@ fn fragment(
                 Some((_, function, demangled)) => (function, demangled),
                 // Not interned: no other run of sites has this function.
                 None => {
-                    let function = append(&mut bytes, s.function);
-                    let demangled = demangled(s.function).map(|d| append(&mut bytes, d.as_bytes()));
+                    let function = append(&mut pool.bytes, s.function);
+                    let demangled =
+                        demangled(s.function).map(|d| append(&mut pool.bytes, d.as_bytes()));
                     last_function = Some((s.function, function, demangled));
                     (function, demangled)
                 }
@@ -282,8 +289,9 @@ fn fragment(
                 set(field::DEMANGLED, d);
             }
         }
-        bytes[e..e + ENTRY_SIZE].copy_from_slice(&entry);
+        bytes.extend_from_slice(&entry);
     }
+    bytes.extend_from_slice(&pool.bytes);
     bytes.resize(bytes.len().next_multiple_of(8), 0);
     let size = bytes.len() as u32;
     let header = format::encode_header(format::VERSION, list.len() as u32, size);

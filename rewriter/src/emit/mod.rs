@@ -20,6 +20,8 @@
 
 mod fragment;
 mod layout;
+
+pub use layout::Emitted;
 mod relocs;
 mod symbols;
 mod text;
@@ -105,7 +107,7 @@ struct Out<'d> {
 }
 
 /// Writes the rewritten object. `sites` are sorted by section then offset.
-pub fn emit(obj: &Object<'_>, sites: &[SiteInfo<'_>]) -> Result<Vec<u8>> {
+pub fn emit<'d>(obj: &Object<'d>, sites: &[SiteInfo<'_>]) -> Result<Emitted<'d>> {
     let mut out = copy_sections(obj)?;
     let mut by_section: BTreeMap<usize, Vec<&SiteInfo<'_>>> = BTreeMap::new();
     for s in sites {

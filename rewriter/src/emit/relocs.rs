@@ -12,7 +12,6 @@ use crate::error::{Error, Location, Result};
 use crate::site::SiteInfo;
 use object::elf;
 use object::U32;
-use std::collections::HashMap;
 
 /// `SHT_LLVM_ADDRSIG`: ULEB128 symbol indices of address-significant symbols.
 const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
@@ -25,23 +24,27 @@ pub(super) fn renumber(
     sites: &[SiteInfo<'_>],
     syms: &SectionSymbols,
 ) -> Result<()> {
-    let mut dropped: HashMap<usize, Vec<usize>> = HashMap::new();
+    // (relocation section, entry) of every relocation to remove, sorted: each section's a run.
+    let mut dropped: Vec<(usize, usize)> = Vec::with_capacity(sites.len());
     for s in sites {
-        let guard_relas = s.guard.iter().flat_map(|g| g.relas);
-        for (sec, j) in std::iter::once(s.rela).chain(guard_relas) {
-            dropped.entry(sec).or_default().push(j);
-        }
+        dropped.push(s.rela);
+        dropped.extend(s.guard.iter().flat_map(|g| g.relas));
     }
-    for list in dropped.values_mut() {
-        list.sort_unstable();
-        list.dedup();
-    }
+    dropped.sort_unstable();
+    dropped.dedup();
+    let mut entries: Vec<usize> = Vec::new();
     let renumbered = syms.renumbered();
     let remap = |i: u32| syms.remap(i as usize) as u32;
     let file = out.file.clone();
+    let mut rest = &dropped[..];
     for (i, sec) in out.sections.iter_mut().enumerate() {
         let linked = sec.sh_link() as usize == out.symtab;
-        let dropped = dropped.get(&i).map_or(&[][..], Vec::as_slice);
+        let run = rest.partition_point(|&(s, _)| s <= i);
+        let (here, after) = rest.split_at(run);
+        rest = after;
+        entries.clear();
+        entries.extend(here.iter().filter(|&&(s, _)| s == i).map(|&(_, j)| j));
+        let dropped = &entries[..];
         match sec.sh_type() {
             t if t == elf::SHT_RELA.0 && linked => {
                 if !renumbered && dropped.is_empty() {

@@ -50,8 +50,13 @@ pub(super) fn patch_sites(
         let mut text = out.sections[sec].data.bytes().to_vec();
         for s in list {
             let bytes = bootprof_format::disabled_bytes(s.kind, s.form);
-            let start = s.offset as usize;
-            text[start..start + s.form.len()].copy_from_slice(&bytes[..s.form.len()]);
+            let (start, len) = (s.offset as usize, s.form.len());
+            // Copies of a length the compiler knows are a move or two, not a call.
+            match len {
+                5 => text[start..start + 5].copy_from_slice(&bytes[..5]),
+                6 => text[start..start + 6].copy_from_slice(&bytes[..6]),
+                _ => text[start..start + len].copy_from_slice(&bytes[..len]),
+            }
         }
         let tails: Vec<&&SiteInfo<'_>> = list.iter().filter(|s| has_stub(s)).collect();
         if !tails.is_empty() {
