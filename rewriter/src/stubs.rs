@@ -58,12 +58,16 @@ pub const REGISTER_SYMBOL: &str = "bootprof_register";
 /// The runtime's entry point for an object going away, `bootprof_unregister(start)`.
 pub const UNREGISTER_SYMBOL: &str = "bootprof_unregister";
 
-/// Index of a stub's dispatcher in the pointer table.
+/// Index of a stub's dispatcher in the pointer table: the probe's for probes and for the
+/// `-finstrument-functions` hooks (ordinary calls, which leave the vector registers to the
+/// callee: nothing of them to keep), the is-enabled one's, and the hook's for `mcount` and
+/// `__fentry__` (called before the function's code, which may still need every argument
+/// register, vector ones included).
 pub fn dispatcher_index(kind: Kind) -> usize {
     match kind {
-        Kind::Probe => 0,
+        Kind::Probe | Kind::CygEnter | Kind::CygExit => 0,
         Kind::IsEnabled => 1,
-        _ => 2,
+        Kind::Mcount | Kind::Fentry => 2,
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! Call mode: the site calls its stub, the stub loads its name into `r11` and jumps through the
 //! object's pointer table to one of three trampolines here (probe, is-enabled, hook). A trampoline
-//! saves every argument register, `rax`, `r10` and `r11`, and for hooks also `xmm0`-`xmm7` (a hook
-//! runs before the function's own code, so all of its arguments must survive), calls
+//! saves every argument register, `rax`, `r10` and `r11`, and for `mcount` and `__fentry__` hooks
+//! also `xmm0`-`xmm7` (they run before the function's own code, so all of its arguments must
+//! survive; the `-finstrument-functions` hooks are ordinary calls, through the probe's), calls
 //! [`bootprof_dispatch_call`] with a pointer to the saved registers, and restores them; for
 //! is-enabled sites the saved `rax` is set to 1 or 0.
 //!
@@ -104,15 +105,35 @@ pub(crate) use crate::thread::tid;
 /// Counts the hit and runs the site's handlers. `args` are rdi..r9; `slot`, for a function hook,
 /// is the address of the word holding the function's return address (else 0); `from` is where
 /// the hit stopped the program (for its call stack, when the site records one).
-#[inline]
+#[inline(always)]
 pub(crate) fn fire(site: &'static SiteRec, args: [u64; 6], slot: u64, via: u8, from: Origin) {
+    if !fire_plain(site, args[0], slot) {
+        fire_general(site, args, slot, via, from);
+    }
+}
+
+/// [`fire`] for the two common cases, which need neither the hit's other arguments nor where it
+/// stopped the program (a dispatcher reads them only after this): a hit that is only counted,
+/// and one that is only recorded ([`record_only`]). False, having done nothing, for any other.
+#[inline(always)]
+fn fire_plain(site: &'static SiteRec, arg0: u64, slot: u64) -> bool {
     let mask = site.handlers.load(Ordering::Acquire);
     let path = site::hit_path();
-    if mask == 0 && path == 0 {
-        // The common case, two loads and a plain count: no handler, no recorder, no exact count.
+    if mask == 0 && path & site::ACTS == 0 {
+        // Two loads and a plain count: no handler, no recorder, no exact count.
         site.count(false);
-        return;
+        return true;
     }
+    mask == 0
+        && path & !site::GRAPH == site::RECORDS
+        && record_only(site, arg0, slot, path & site::GRAPH != 0)
+}
+
+/// [`fire`] for every hit [`fire_plain`] leaves.
+#[inline(never)]
+fn fire_general(site: &'static SiteRec, args: [u64; 6], slot: u64, via: u8, from: Origin) {
+    let mask = site.handlers.load(Ordering::Acquire);
+    let path = site::hit_path();
     let record = path & site::RECORDS != 0 && site.rec_kind != 0;
     let exactly = path & (site::COUNTS_EXACTLY | site::COUNTS_FOR_ATTACH) != 0;
     if mask == 0 && !record {
@@ -122,6 +143,54 @@ pub(crate) fn fire(site: &'static SiteRec, args: [u64; 6], slot: u64, via: u8, f
         return;
     }
     fire_handlers(site, args, slot, via, mask, (record, exactly), from);
+}
+
+/// The hit of a site that is only recorded, the common case of tracing: no handler wants the
+/// site, hits are not counted exactly, no call filter is set and no profile points are
+/// accounted (the caller checked these), the site's record is no THREAD record, and it is
+/// followed by no call stack and opens or closes no measured interval. Does what
+/// [`fire_handlers`] does for such a hit, with none of the steps the other cases need; false,
+/// having done nothing, for any other hit. `graph`: function-graph tracing is on.
+#[inline(always)]
+fn record_only(site: &'static SiteRec, arg0: u64, slot: u64, graph: bool) -> bool {
+    let Some(kind) = RecordKind::from_u8(site.rec_kind) else {
+        return false;
+    };
+    if kind == RecordKind::Thread || site.latency != 0 || site.stacktrace() {
+        return false;
+    }
+    if !crate::thread::enter() {
+        return true;
+    }
+    site.count(false);
+    let tsc = rdtsc();
+    // As in `fire_handlers`: a site disabled since this thread came in records nothing.
+    if site.state() != site::DISABLED {
+        if let Some((parent, _)) = parent_of(site, slot, graph, tsc) {
+            let arg = if site.kind.is_hook() { parent } else { arg0 };
+            // No profile points: the caller saw the hit path's word without them.
+            crate::recorder::append(site, kind, arg, tsc);
+        }
+    }
+    crate::thread::leave();
+    true
+}
+
+/// The parent of a hook's function, and whether its return is hooked: the word at `slot` (the
+/// function's return address; 0 without a slot), or, when `hook` (a recorded hit under
+/// function-graph tracing), the real return address [`crate::graph::hook`] found once it hooked
+/// the return. `None` when the return could not be hooked (the call is too deep): the hit must
+/// not be recorded.
+#[inline(always)]
+fn parent_of(site: &'static SiteRec, slot: u64, hook: bool, tsc: u64) -> Option<(u64, bool)> {
+    if slot == 0 {
+        return Some((0, false));
+    }
+    if hook {
+        return crate::graph::hook(site, slot, tsc).map(|real| (real, true));
+    }
+    // SAFETY: a hook's slot is the word its function returns through, on the program's stack.
+    Some((unsafe { *(slot as *const u64) }, false))
 }
 
 /// `fire` for a site with handlers or a recorder: one thread runs them once at a time.
@@ -147,21 +216,13 @@ fn fire_handlers(
         record = false;
     }
     let tid = tid();
-    let mut parent = if slot != 0 {
-        // SAFETY: a hook's slot is the word its function returns through, on the program's stack.
-        unsafe { *(slot as *const u64) }
-    } else {
-        0
-    };
-    let mut hooked = false;
-    if record && slot != 0 && crate::graph::on() {
-        // The function's exit is recorded when it returns; a call too deep for the shadow stack
-        // is recorded neither way.
-        match crate::graph::hook(site, slot, tid, tsc) {
-            Some(real) => (parent, hooked) = (real, true),
-            None => record = false,
-        }
-    }
+    // The function's exit is recorded when it returns; a call too deep for the shadow stack is
+    // recorded neither way (its handlers still get the parent).
+    let hook = record && crate::graph::on();
+    let (parent, hooked) = parent_of(site, slot, hook, tsc).unwrap_or_else(|| {
+        record = false;
+        parent_of(site, slot, false, tsc).unwrap_or_default()
+    });
     if record {
         if let Some(kind) = RecordKind::from_u8(site.rec_kind) {
             // -pg hooks record their parent; -finstrument-functions hooks their this_fn (rdi),
@@ -180,18 +241,18 @@ fn fire_handlers(
                 && matches!(kind, RecordKind::Enter | RecordKind::Exit);
             let written = match (filtered, kind) {
                 (false, _) => {
-                    crate::recorder::record(site, kind, arg, tid, tsc);
+                    crate::recorder::record(site, kind, arg, tsc);
                     true
                 }
-                (true, RecordKind::Enter) => crate::filter::enter(site, arg, tid, tsc),
+                (true, RecordKind::Enter) => crate::filter::enter(site, arg, tsc),
                 (true, _) => {
-                    crate::filter::exit(site, tid, tsc);
+                    crate::filter::exit(site, tsc);
                     false
                 }
             };
             if written && site.stacktrace() {
                 let real = crate::graph::real_returns();
-                crate::recorder::record_stack(site, from, real, tid, tsc);
+                crate::recorder::record_stack(site, from, real, tsc);
             }
             if site.latency != 0 {
                 // After the record and its stack: a window it closes holds both.
@@ -301,6 +362,9 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
         bootprof_format::Kind::Mcount if frame.rbp != 0 => frame.rbp + 8,
         _ => 0,
     };
+    if fire_plain(site, frame.rdi, slot) {
+        return;
+    }
     let args = [
         frame.rdi, frame.rsi, frame.rdx, frame.rcx, frame.r8, frame.r9,
     ];
@@ -311,7 +375,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
         sp: if site.is_tail() { ret_at } else { ret_at + 8 },
         fp: frame.rbp,
     };
-    fire(site, args, slot, 2, from);
+    fire_general(site, args, slot, 2, from);
 }
 
 macro_rules! trampoline {

@@ -26,13 +26,11 @@ use crate::site::SiteRec;
 use bootprof_format::lane::field;
 use bootprof_format::trace::RecordKind;
 use core::cell::Cell;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Levels of calls a thread's filter stack holds.
 pub const HELD: usize = 256;
 
-/// Whether a filter is set.
-static ON: AtomicBool = AtomicBool::new(false);
 /// Levels kept (`usize::MAX`: all).
 static DEPTH: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// The shortest call kept, in TSC ticks (0: all).
@@ -127,7 +125,7 @@ unsafe extern "C" fn unmap_stack(p: *mut libc::c_void) {
 /// Whether a filter is set.
 #[inline]
 pub(crate) fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    crate::site::hit_path() & crate::site::FILTERS != 0
 }
 
 /// Reads `BOOTPROF_DEPTH` (a positive number of levels) and `BOOTPROF_MIN_TIME` (a positive
@@ -171,7 +169,7 @@ fn read_environment() {
         );
         GIVEN.1.store(ns, Ordering::Relaxed);
     }
-    ON.store(true, Ordering::Relaxed);
+    crate::site::set_hit_path(crate::site::FILTERS, true);
     describe();
     extern "C" fn child() {
         // A fork child's lane is new: it says the filter too (its count starts at 0).
@@ -213,7 +211,7 @@ fn left_out() {
 
 /// The ENTER of a call of `site` (argument `arg`) at `tsc`: written now when the filter keeps
 /// it at once (no shortest call), else held or left out. Whether it was written.
-pub(crate) fn enter(site: &'static SiteRec, arg: u64, tid: u32, tsc: u64) -> bool {
+pub(crate) fn enter(site: &'static SiteRec, arg: u64, tsc: u64) -> bool {
     let level = LEVEL.with(Cell::get);
     LEVEL.with(|l| l.set(level + 1));
     if level >= HELD || !has_stack() {
@@ -232,14 +230,14 @@ pub(crate) fn enter(site: &'static SiteRec, arg: u64, tid: u32, tsc: u64) -> boo
         },
     );
     if write {
-        recorder::record(site, RecordKind::Enter, arg, tid, tsc);
+        recorder::record(site, RecordKind::Enter, arg, tsc);
     }
     write
 }
 
 /// The EXIT of a call of `site` at `tsc`: ends the innermost open call of its function (the
 /// ones above it ended without an EXIT), and writes it if the filter keeps it.
-pub(crate) fn exit(site: &'static SiteRec, tid: u32, tsc: u64) {
+pub(crate) fn exit(site: &'static SiteRec, tsc: u64) {
     let level = LEVEL.with(Cell::get);
     if level > HELD || (level > 0 && CALLS.with(Cell::get).is_null()) {
         // Too deep, or no stack could be mapped for this thread: its calls are left out.
@@ -253,7 +251,7 @@ pub(crate) fn exit(site: &'static SiteRec, tid: u32, tsc: u64) {
             .is_some_and(|s| s.c_function == site.c_function)
     }) else {
         // An EXIT without its ENTER (the filter was set after it): written as it is.
-        recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+        recorder::record(site, RecordKind::Exit, 0, tsc);
         return;
     };
     for i in at + 1..level {
@@ -266,13 +264,13 @@ pub(crate) fn exit(site: &'static SiteRec, tid: u32, tsc: u64) {
     if c.out {
         left_out();
     } else if c.written {
-        recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+        recorder::record(site, RecordKind::Exit, 0, tsc);
     } else if tsc.saturating_sub(c.tsc) >= MIN_TICKS.load(Ordering::Relaxed) {
         // Kept: the held calls around it are kept too, outermost first.
         for i in 0..=at {
             let held = call(i);
             if let (false, false, Some(s)) = (held.written, held.out, held.site) {
-                recorder::record(s, RecordKind::Enter, held.arg, tid, held.tsc);
+                recorder::record(s, RecordKind::Enter, held.arg, held.tsc);
                 set_call(
                     i,
                     Call {
@@ -282,7 +280,7 @@ pub(crate) fn exit(site: &'static SiteRec, tid: u32, tsc: u64) {
                 );
             }
         }
-        recorder::record(site, RecordKind::Exit, 0, tid, tsc);
+        recorder::record(site, RecordKind::Exit, 0, tsc);
     } else {
         left_out();
     }

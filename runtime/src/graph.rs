@@ -43,18 +43,16 @@
 use crate::clock::rdtsc;
 use crate::note::note;
 use crate::prelude::*;
-use crate::site::SiteRec;
+use crate::site::{self, SiteRec};
 use crate::{filter, recorder, thread};
 use bootprof_format::trace::RecordKind;
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Entries of a thread's shadow stack.
 pub const DEPTH: usize = 256;
 
-/// Whether recorded hooks hook their function's return.
-static ON: AtomicBool = AtomicBool::new(false);
 /// Calls not hooked because their thread's shadow stack was full.
 static TOO_DEEP: AtomicU64 = AtomicU64::new(0);
 
@@ -87,7 +85,7 @@ fn entry(i: usize) -> Entry {
 /// Whether hooks hook returns.
 #[inline]
 pub(crate) fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    site::hit_path() & site::GRAPH != 0
 }
 
 /// Turns hooking returns on or off (frames hooked already still return through the
@@ -100,7 +98,7 @@ pub fn set(on: bool) {
             libc::atexit(say_too_deep);
         });
     }
-    ON.store(on, Ordering::Relaxed);
+    site::set_hit_path(site::GRAPH, on);
 }
 
 /// `BOOTPROF_GRAPH=1` turns it on.
@@ -134,14 +132,16 @@ unsafe fn word(slot: u64) -> u64 {
 }
 
 /// Records the EXIT of a frame that ended (returned, or was left).
-fn record_exit(e: Entry, tid: u32, tsc: u64) {
-    if let Some(site) = e.site {
-        if recorder::recording() {
-            if filter::on() {
-                filter::exit(site, tid, tsc);
-            } else {
-                recorder::record(site, RecordKind::Exit, 0, tid, tsc);
-            }
+#[inline(always)]
+fn record_exit(e: Entry, tsc: u64) {
+    let path = site::hit_path();
+    if let (Some(site), true) = (e.site, path & site::RECORDS != 0) {
+        if path & site::FILTERS != 0 {
+            filter::exit(site, tsc);
+        } else if path & site::POINTS != 0 {
+            recorder::record(site, RecordKind::Exit, 0, tsc);
+        } else {
+            recorder::append(site, RecordKind::Exit, 0, tsc);
         }
     }
 }
@@ -150,10 +150,41 @@ fn record_exit(e: Entry, tid: u32, tsc: u64) {
 /// `slot`: pushes the real address on the shadow stack and puts the trampoline's in its place.
 /// Returns the real address (the function's parent), or `None` when the shadow stack is full
 /// (the call is then not hooked, and must not be recorded). Called with the thread's guard held.
-pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Option<u64> {
+#[inline(always)]
+pub(crate) fn hook(site: &'static SiteRec, slot: u64, tsc: u64) -> Option<u64> {
     let tramp = trampoline();
     // SAFETY: `slot` holds the return address of the function being entered.
     let ret = unsafe { word(slot) };
+    let top = TOP.with(Cell::get);
+    // The common case: a call made by the frame of the newest entry (or the first call), not a
+    // tail call, with room on the stack: no entry is stale, the caller is the return address.
+    if ret != tramp && top < DEPTH && (top == 0 || entry(top - 1).slot > slot) {
+        push(Entry {
+            ret,
+            slot,
+            site: Some(site),
+        });
+        return Some(ret);
+    }
+    hook_in_full(site, slot, ret, tsc)
+}
+
+/// Pushes `e` on this thread's shadow stack (which has room) and puts the trampoline in its
+/// slot: the function returns through the trampoline now.
+#[inline(always)]
+fn push(e: Entry) {
+    let top = TOP.with(Cell::get);
+    ENTRIES.with(|x| x[top].set(e));
+    TOP.with(|t| t.set(top + 1));
+    // SAFETY: the function's own return address; it returns through the trampoline now.
+    unsafe { core::ptr::write_volatile(e.slot as *mut u64, trampoline()) };
+}
+
+/// [`hook`] in every case: entries of frames that ended dropped (their EXITs recorded), a tail
+/// call's caller found, a call too deep left out. `ret` is the word at `slot`.
+#[inline(never)]
+fn hook_in_full(site: &'static SiteRec, slot: u64, ret: u64, tsc: u64) -> Option<u64> {
+    let tramp = trampoline();
     let mut top = TOP.with(Cell::get);
     while top > 0 {
         let e = entry(top - 1);
@@ -170,7 +201,7 @@ pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Opt
         }
         top -= 1;
         TOP.with(|t| t.set(top));
-        record_exit(e, tid, tsc);
+        record_exit(e, tsc);
     }
     let parent = if ret == tramp {
         // A tail call: the real caller is the one of the first entry of this slot.
@@ -187,16 +218,11 @@ pub(crate) fn hook(site: &'static SiteRec, slot: u64, tid: u32, tsc: u64) -> Opt
         TOO_DEEP.fetch_add(1, Ordering::Relaxed);
         return None;
     }
-    ENTRIES.with(|e| {
-        e[top].set(Entry {
-            ret,
-            slot,
-            site: Some(site),
-        })
+    push(Entry {
+        ret,
+        slot,
+        site: Some(site),
     });
-    TOP.with(|t| t.set(top + 1));
-    // SAFETY: the function's own return address; it returns through the trampoline now.
-    unsafe { core::ptr::write_volatile(slot as *mut u64, tramp) };
     Some(parent)
 }
 
@@ -236,17 +262,34 @@ pub unsafe extern "C" fn bootprof_graph_exit(slot: u64) -> u64 {
     let tsc = rdtsc();
     let guarded = thread::enter();
     let top = TOP.with(Cell::get);
+    if guarded && top > 0 {
+        // The common case: the newest entry is this frame's (none above it is stale).
+        let newest = entry(top - 1);
+        if newest.slot == slot {
+            TOP.with(|t| t.set(top - 1));
+            record_exit(newest, tsc);
+            thread::leave();
+            return newest.ret;
+        }
+    }
+    exit_in_full(slot, tsc, guarded, top)
+}
+
+/// [`bootprof_graph_exit`] in every case: the entries above the frame's own are of frames that
+/// ended without returning (their EXITs recorded first), or the thread was handling a hit
+/// (`guarded` false: nothing is recorded).
+#[inline(never)]
+fn exit_in_full(slot: u64, tsc: u64, guarded: bool, top: usize) -> u64 {
     let Some(i) = (0..top).rev().find(|&i| entry(i).slot == slot) else {
         lost(slot)
     };
     TOP.with(|t| t.set(i));
     let found = entry(i);
     if guarded {
-        let tid = thread::tid();
         for j in (i + 1..top).rev() {
-            record_exit(entry(j), tid, tsc);
+            record_exit(entry(j), tsc);
         }
-        record_exit(found, tid, tsc);
+        record_exit(found, tsc);
         thread::leave();
     }
     found.ret
@@ -272,14 +315,14 @@ fn unwind_to(sp: u64) {
     if TOP.with(Cell::get) == 0 || !thread::enter() {
         return;
     }
-    let (tsc, tid) = (rdtsc(), thread::tid());
+    let tsc = rdtsc();
     loop {
         let top = TOP.with(Cell::get);
         if top == 0 || entry(top - 1).slot >= sp {
             break;
         }
         TOP.with(|t| t.set(top - 1));
-        record_exit(entry(top - 1), tid, tsc);
+        record_exit(entry(top - 1), tsc);
     }
     thread::leave();
 }

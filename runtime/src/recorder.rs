@@ -68,12 +68,26 @@ static THREADS: AtomicU64 = AtomicU64::new(0);
 static CAPACITY: AtomicU64 = AtomicU64::new(0);
 /// Set by an exit handler: the process is ending, undoing work is wasted.
 pub(crate) static EXITING: AtomicBool = AtomicBool::new(false);
-/// Whether recorded ENTER/EXIT pairs are accounted as profile points ([`count_points`]).
-static POINTS: AtomicBool = AtomicBool::new(false);
+
+/// This thread's place in its lane: what a record reads (one thread-local, so one address).
+struct Cursor {
+    /// The next slot of the thread's chunk.
+    next: Cell<usize>,
+    /// The end of the chunk (0: no chunk).
+    end: Cell<usize>,
+    /// The chunk's base TSC.
+    base: Cell<u64>,
+    /// The lane (`buffer::generation`) this thread's chunk and ring are in.
+    lane: Cell<u32>,
+}
 
 crate::sys::thread_local_cells! {
-    /// This thread's place in its chunk: next slot, end of the chunk, the chunk's base TSC.
-    static CURSOR: Cell<(usize, usize, u64)> = Cell::new((0, 0, 0));
+    static CURSOR: Cursor = Cursor {
+        next: Cell::new(0),
+        end: Cell::new(0),
+        base: Cell::new(0),
+        lane: Cell::new(0),
+    };
     /// Slots this thread filled before its current chunk.
     static BEFORE: Cell<u64> = Cell::new(0);
     /// Address of the first slot of this thread's current chunk.
@@ -82,8 +96,6 @@ crate::sys::thread_local_cells! {
     static RING: Cell<(u64, u64, u64)> = Cell::new((0, 0, 0));
     /// Keep-last: this thread's ring's place in the table worst-interval tracing reads.
     static RING_SLOT: Cell<Option<usize>> = Cell::new(None);
-    /// The lane (`buffer::generation`) this thread's chunk and ring are in.
-    static LANE: Cell<u32> = Cell::new(0);
     /// Shadow stack for profile points: (ENTER site, function name pointer, tsc).
     static STACK: Cell<usize> = Cell::new(0);
     static FRAMES: [Cell<(usize, u64)>; STACK_DEPTH] = [const { Cell::new((0, 0)) }; STACK_DEPTH];
@@ -286,19 +298,55 @@ fn write_meta(blob: &[u8]) -> bool {
 }
 
 /// Records one hit of `site` (an enabled site whose record kind is not "none").
-#[inline]
-pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: u64) {
-    if matches!(kind, RecordKind::Enter | RecordKind::Exit) && POINTS.load(Ordering::Relaxed) {
+#[inline(always)]
+pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tsc: u64) {
+    if site::hit_path() & site::POINTS == 0 && kind != RecordKind::Thread {
+        append(site, kind, arg, tsc);
+    } else {
+        record_in_full(site, kind, arg, tsc);
+    }
+}
+
+/// [`record`] for a record that accounts no profile point (no one counts them, as
+/// `site::hit_path` says) and is no THREAD record, which the caller knows.
+///
+/// The common case is written here, in line: a record of a site id and an argument that fit
+/// one slot, with room for it in this thread's chunk of the current lane, its time within the
+/// chunk's reach. Everything else, [`record_in_full`].
+#[inline(always)]
+pub(crate) fn append(site: &SiteRec, kind: RecordKind, arg: u64, tsc: u64) {
+    // A chunk in the current lane means the buffer exists: one that goes away (an attach that
+    // ends) changes the lane's generation; a fork child forgets its chunk before it records.
+    if site.id <= MAX_SITE_ID && arg <= MAX_NARROW_ARG && lane() == buffer::generation() {
+        let (pos, end, base) = cursor();
+        // A time before the base wraps around to far beyond its reach.
+        let delta = tsc.wrapping_sub(base);
+        if pos + SLOT_SIZE <= end && delta <= MAX_DELTA {
+            // SAFETY: `pos..pos + SLOT_SIZE` is inside this thread's own chunk.
+            unsafe { write_record(pos, delta, site.id, kind as u8, arg) };
+            CURSOR.with(|c| c.next.set(pos + SLOT_SIZE));
+            return;
+        }
+    }
+    record_in_full(site, kind, arg, tsc);
+}
+
+/// [`record`] in every case: a profile point accounted, a new lane, a new chunk, a site id past
+/// 24 bits (dropped and counted), a wide argument (a slot of its own), a THREAD record's name.
+#[inline(never)]
+fn record_in_full(site: &SiteRec, kind: RecordKind, arg: u64, tsc: u64) {
+    if matches!(kind, RecordKind::Enter | RecordKind::Exit) && site::hit_path() & site::POINTS != 0
+    {
         profile_point(site, kind, tsc);
     }
     if !buffer::exists() {
         return;
     }
     let lane = buffer::generation();
-    if LANE.with(Cell::get) != lane {
+    if self::lane() != lane {
         // The lane this thread's chunk was in is closed (an attach ended): start afresh.
         forget_thread_cursor();
-        LANE.with(|l| l.set(lane));
+        CURSOR.with(|c| c.lane.set(lane));
         if tsc < buffer::word(field::START_TSC).load(Ordering::Relaxed) {
             // A hit from before this lane began (its thread was held up on its way here since
             // an earlier attach): not this lane's to hold. Its thread's later hits are later.
@@ -312,45 +360,74 @@ pub(crate) fn record(site: &SiteRec, kind: RecordKind, arg: u64, tid: u32, tsc: 
     }
     let wide = arg > MAX_NARROW_ARG;
     let need = SLOT_SIZE << usize::from(wide);
-    CURSOR.with(|c| {
-        let (mut pos, mut end, mut base) = c.get();
-        let mut delta = tsc.saturating_sub(base);
-        // A record older than the chunk's base (an ENTER a filter held back) starts a chunk.
-        if pos + need > end || delta > MAX_DELTA || tsc < base {
-            match next_chunk(tid, tsc, pos, end) {
-                Some((p, e)) => {
-                    (pos, end, base, delta) = (p, e, tsc, 0);
-                }
-                None => {
-                    c.set((0, 0, 0));
-                    drop_record();
-                    return;
-                }
+    let (mut pos, mut end, mut base) = cursor();
+    let mut delta = tsc.saturating_sub(base);
+    // A record older than the chunk's base (an ENTER a filter held back) starts a chunk.
+    if pos + need > end || delta > MAX_DELTA || tsc < base {
+        match next_chunk(crate::thread::tid(), tsc, pos, end) {
+            Some((p, e)) => {
+                (pos, end, base, delta) = (p, e, tsc, 0);
+            }
+            None => {
+                set_cursor((0, 0, 0));
+                drop_record();
+                return;
             }
         }
-        let kind = kind as u8;
-        // SAFETY: `pos..pos + need` is inside this thread's own chunk.
-        unsafe {
+    }
+    let byte = kind as u8;
+    // SAFETY: `pos..pos + need` is inside this thread's own chunk.
+    unsafe {
+        if wide {
             let w = pos as *mut u64;
-            if wide {
-                w.add(2).write(arg);
-                (*w.add(3).cast::<AtomicU64>())
-                    .store((KIND_ARG_SLOT as u64) << 56, Ordering::Release);
-            }
-            let (w0, w1) = lane::record_words(
-                delta,
-                site.id,
-                kind | if wide { KIND_WIDE_ARG } else { 0 },
-                if wide { 0 } else { arg },
-            );
-            w.write(w0);
-            // Last: the kind byte commits the record (a reader, or a crash, sees it whole or not).
-            (*w.add(1).cast::<AtomicU64>()).store(w1, Ordering::Release);
+            w.add(2).write(arg);
+            (*w.add(3).cast::<AtomicU64>()).store((KIND_ARG_SLOT as u64) << 56, Ordering::Release);
+            write_record(pos, delta, site.id, byte | KIND_WIDE_ARG, 0);
+        } else {
+            write_record(pos, delta, site.id, byte, arg);
         }
-        c.set((pos + need, end, base));
-    });
+    }
+    set_cursor((pos + need, end, base));
     if kind == RecordKind::Thread {
-        given_thread_name(site, tid);
+        given_thread_name(site, crate::thread::tid());
+    }
+}
+
+/// This thread's place in its chunk: the next slot, the end, the base TSC.
+#[inline(always)]
+fn cursor() -> (usize, usize, u64) {
+    CURSOR.with(|c| (c.next.get(), c.end.get(), c.base.get()))
+}
+
+/// The lane this thread's chunk and ring are in.
+#[inline(always)]
+fn lane() -> u32 {
+    CURSOR.with(|c| c.lane.get())
+}
+
+/// Moves this thread to `(next slot, end, base TSC)` of a chunk.
+fn set_cursor((next, end, base): (usize, usize, u64)) {
+    CURSOR.with(|c| {
+        c.next.set(next);
+        c.end.set(end);
+        c.base.set(base);
+    });
+}
+
+/// Writes the 16-byte record at `pos`: `delta` ticks after its chunk's base, of site `id`, of
+/// `kind` (a `RecordKind` byte, perhaps with `KIND_WIDE_ARG`), with a narrow `arg`.
+///
+/// # Safety
+/// `pos..pos + SLOT_SIZE` is a free slot of this thread's own chunk.
+#[inline(always)]
+unsafe fn write_record(pos: usize, delta: u64, id: u32, kind: u8, arg: u64) {
+    let w = pos as *mut u64;
+    let (w0, w1) = lane::record_words(delta, id, kind, arg);
+    // SAFETY: per the contract.
+    unsafe {
+        w.write(w0);
+        // Last: the kind byte commits the record (a reader, or a crash, sees it whole or not).
+        (*w.add(1).cast::<AtomicU64>()).store(w1, Ordering::Release);
     }
 }
 
@@ -380,7 +457,6 @@ pub(crate) fn record_stack(
     site: &SiteRec,
     from: crate::unwind::Origin,
     real: impl FnMut(u64, u64) -> u64,
-    tid: u32,
     tsc: u64,
 ) {
     let mut frames = [0u64; crate::unwind::MAX_FRAMES];
@@ -392,7 +468,7 @@ pub(crate) fn record_stack(
         real,
     );
     for &address in &frames[..n] {
-        record(site, RecordKind::Frame, address, tid, tsc);
+        record(site, RecordKind::Frame, address, tsc);
     }
 }
 
@@ -420,7 +496,7 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
     BEFORE.with(|b| b.set(before));
     let k = match buffer::keep() {
         Keep::Start => {
-            let lane = LANE.with(Cell::get);
+            let lane = lane();
             if FULL.load(Ordering::Relaxed) == lane {
                 return None;
             }
@@ -440,7 +516,7 @@ fn next_chunk(tid: u32, tsc: u64, pos: usize, end: usize) -> Option<(usize, usiz
         Keep::All => buffer::claim(1)?,
         Keep::Last => ring_chunk()?,
     };
-    if buffer::generation() != LANE.with(Cell::get) {
+    if buffer::generation() != lane() {
         // The lane closed, and perhaps another began, since this record began: the chunk just
         // claimed may be the new lane's, which is not this record's.
         return None;
@@ -505,7 +581,7 @@ fn forget_cursor() {
 
 /// Forgets this thread's chunk and ring.
 fn forget_thread_cursor() {
-    CURSOR.with(|c| c.set((0, 0, 0)));
+    set_cursor((0, 0, 0));
     BEFORE.with(|b| b.set(0));
     RING.with(|r| r.set((0, 0, 0)));
     RING_SLOT.with(|r| r.set(None));
@@ -523,7 +599,7 @@ fn forget_lane_totals() {
 /// undone: the per-thread shadow stacks would go stale. `BOOTPROF_POINTS=1` calls it before the
 /// program's constructors; reading the points ([`points_table`]) calls it too.
 pub fn count_points() {
-    POINTS.store(true, Ordering::Relaxed);
+    site::set_hit_path(site::POINTS, true);
 }
 
 /// Matches ENTER/EXIT on this thread's shadow stack and accounts the interval to the ENTER site.
@@ -600,7 +676,7 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 #[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
-    let counting = POINTS.swap(true, Ordering::Relaxed);
+    let counting = site::set_hit_path(site::POINTS, true) & site::POINTS != 0;
     let hz = tsc_hz();
     let scaled = |ticks: u64, per_second: u64, per: u64| ticks_in(ticks, hz, per_second, per);
     let ns = |ticks: u64| scaled(ticks, 1_000_000_000, 1);
@@ -1214,7 +1290,7 @@ pub fn record_benchmark(n: usize) -> (f64, f64, Option<f64>) {
         let t = crate::sys::Instant::now();
         for i in 0..n as u64 {
             let tsc = if with_tsc { rdtsc() } else { i };
-            record(site, RecordKind::Event, i, 1, tsc);
+            record(site, RecordKind::Event, i, tsc);
         }
         t.elapsed_ns() as f64 / n as f64
     };
@@ -1250,8 +1326,8 @@ mod tests {
         assert!(start_with(RECORDS_PER_CHUNK, Keep::Start));
         let fits = site::synthetic_site(MAX_SITE_ID, 0x1000);
         let past = site::synthetic_site(MAX_SITE_ID + 1, 0x2000);
-        record(fits, RecordKind::Event, 1, 7, 100);
-        record(past, RecordKind::Event, 2, 7, 200);
+        record(fits, RecordKind::Event, 1, 100);
+        record(past, RecordKind::Event, 2, 200);
         assert_eq!(dropped(), 1);
         assert_eq!(buffer::word(field::DROPPED).load(Ordering::Relaxed), 1);
     }

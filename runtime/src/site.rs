@@ -169,7 +169,9 @@ impl SiteRec {
 }
 
 /// What a hit does besides running its handlers, in one word the hit path reads once (so that a
-/// hit with neither costs one load and one test for both): [`RECORDS`], [`COUNTS_EXACTLY`].
+/// hit with neither costs one load and one test for both, and a hit that is only recorded one
+/// load and one comparison): [`RECORDS`], [`COUNTS_EXACTLY`], [`COUNTS_FOR_ATTACH`], and how
+/// records are made, [`GRAPH`] and [`FILTERS`].
 static HIT_PATH: AtomicU8 = AtomicU8::new(0);
 /// Bit of [`hit_path`]: the recorder is on.
 pub(crate) const RECORDS: u8 = 1;
@@ -180,19 +182,29 @@ pub(crate) const COUNTS_EXACTLY: u8 = 2;
 /// --count`), while one is attached; unlike [`COUNTS_EXACTLY`] the process does not count on its
 /// own (it writes no counts at exit).
 pub(crate) const COUNTS_FOR_ATTACH: u8 = 4;
+/// Bit of [`hit_path`]: recorded `mcount` and `__fentry__` hits hook their function's return
+/// (`graph`), whose EXIT is recorded too.
+pub(crate) const GRAPH: u8 = 8;
+/// Bit of [`hit_path`]: a call filter is set (`filter`): calls' records go through it.
+pub(crate) const FILTERS: u8 = 16;
+/// Bit of [`hit_path`]: recorded ENTER/EXIT pairs are accounted as profile points
+/// (`recorder::count_points`); set once, never cleared.
+pub(crate) const POINTS: u8 = 32;
+/// The bits of [`hit_path`] that say whether a hit does anything but count itself.
+pub(crate) const ACTS: u8 = RECORDS | COUNTS_EXACTLY | COUNTS_FOR_ATTACH;
 
-/// What a hit does besides running its handlers ([`RECORDS`], [`COUNTS_EXACTLY`]).
+/// What a hit does besides running its handlers (see [`HIT_PATH`]).
 #[inline]
 pub(crate) fn hit_path() -> u8 {
     HIT_PATH.load(Ordering::Relaxed)
 }
 
-/// Turns `bit` of [`hit_path`] on or off.
-pub(crate) fn set_hit_path(bit: u8, on: bool) {
+/// Turns `bit` of [`hit_path`] on or off; the word as it was.
+pub(crate) fn set_hit_path(bit: u8, on: bool) -> u8 {
     if on {
-        HIT_PATH.fetch_or(bit, Ordering::Release);
+        HIT_PATH.fetch_or(bit, Ordering::Release)
     } else {
-        HIT_PATH.fetch_and(!bit, Ordering::Release);
+        HIT_PATH.fetch_and(!bit, Ordering::Release)
     }
 }
 

@@ -91,6 +91,24 @@ pub fn fallocate(fd: c_int, mode: c_int, offset: libc::off_t, len: libc::off_t) 
     })
 }
 
+/// As the C library's `pwritev` (`pwritev@GLIBC_2.10`). The kernel takes the offset in two
+/// halves, the high one ignored on x86-64.
+///
+/// # Safety
+/// `iov` must point to `n` iovecs of readable memory.
+pub unsafe fn pwritev(fd: c_int, iov: *const libc::iovec, n: c_int, offset: libc::off_t) -> c_int {
+    // SAFETY: per the contract.
+    result(unsafe {
+        syscall4(
+            libc::SYS_pwritev,
+            fd as usize,
+            iov as usize,
+            n as usize,
+            offset as usize,
+        )
+    })
+}
+
 /// As the C library's `accept4`.
 ///
 /// # Safety

@@ -21,6 +21,8 @@ mod grow;
 mod latency;
 #[path = "runtime/names.rs"]
 mod names;
+#[path = "runtime/paths.rs"]
+mod paths;
 #[path = "runtime/perfetto.rs"]
 mod perfetto;
 #[path = "runtime/scale.rs"]
