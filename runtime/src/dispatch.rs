@@ -167,7 +167,13 @@ fn record_only(site: &'static SiteRec, arg0: u64, slot: u64, graph: bool) -> boo
     // As in `fire_handlers`: a site disabled since this thread came in records nothing.
     if site.state() != site::DISABLED {
         if let Some((parent, _)) = parent_of(site, slot, graph, tsc) {
-            let arg = if site.kind.is_hook() { parent } else { arg0 };
+            // As in `fire_handlers`: a -pg hook's parent, else rdi (a -finstrument-functions
+            // hook's this_fn, a probe's first argument).
+            let arg = if site.kind.records_parent() {
+                parent
+            } else {
+                arg0
+            };
             // No profile points: the caller saw the hit path's word without them.
             crate::recorder::append(site, kind, arg, tsc);
         }
