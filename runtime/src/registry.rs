@@ -9,12 +9,12 @@ use crate::prelude::*;
 use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
 use bootprof_format::pattern::{Pattern, PatternError};
-use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
+use bootprof_format::{self as format, code, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 #[doc(hidden)]
 pub use crate::site::{lookup_benchmark, synthetic_site};
-pub use crate::site::{Mode, SiteRec, MAX_HANDLERS};
+pub use crate::site::{Mode, Names, SiteRec, MAX_HANDLERS};
 
 /// Why an enable or disable failed.
 #[derive(Debug)]
@@ -48,77 +48,45 @@ impl From<PatternError> for Error {
     }
 }
 
-/// The names of a table's sites, as `&'static str` with the C string each is the start of.
-///
-/// The rewriter puts a fragment's names in its name pool (`format::Sites::pool`): the pool is
-/// checked once, as valid UTF-8 ending in a NUL, so a name in it costs one `strlen`; a name
-/// elsewhere is read and checked on its own (`?` when it is not UTF-8). The last name read for
-/// each field is kept: a fragment's hooks share their hook's name, a function's sites its name.
-struct Names {
-    table: &'static [u8],
+/// Whether every name of a table's sites lies in the table, NUL-terminated, as valid UTF-8: then
+/// a copy of the table describes the sites in a lane. Checked without reading a name: each
+/// fragment's name pool (`format::Sites::pool`) is checked once, as valid UTF-8 ending in a NUL,
+/// and each name's address against the pool of its fragment.
+struct InTable {
     start: u64,
     pool: core::ops::Range<usize>,
     pool_ok: bool,
-    last: [(u64, &'static str, *const u8); 4],
-    /// Whether every name read so far lies in the table, NUL-terminated, as valid UTF-8.
-    self_contained: bool,
+    all: bool,
 }
 
-impl Names {
-    fn new(table: &'static [u8]) -> Names {
-        Names {
-            table,
+impl InTable {
+    fn new(table: &[u8]) -> InTable {
+        InTable {
             start: table.as_ptr() as u64,
             pool: 0..0,
             pool_ok: false,
-            last: [(0, "", core::ptr::null()); 4],
-            self_contained: true,
+            all: true,
         }
     }
 
     /// Takes the name pool of the fragment the next sites come from.
-    fn set_pool(&mut self, pool: core::ops::Range<usize>) {
+    fn set_pool(&mut self, table: &[u8], pool: core::ops::Range<usize>) {
         if pool != self.pool {
-            let bytes = &self.table[pool.clone()];
+            let bytes = &table[pool.clone()];
             self.pool_ok = bytes.last() == Some(&0) && core::str::from_utf8(bytes).is_ok();
             self.pool = pool;
         }
     }
 
-    /// The name at `addr` (field `field` of the entry: the cache slot), empty for none.
-    fn get(&mut self, field: usize, addr: Option<u64>) -> (&'static str, *const u8) {
-        let Some(a) = addr else {
-            return ("", c"".as_ptr().cast());
-        };
-        let (last, name, c) = self.last[field];
-        if last == a && !c.is_null() {
-            return (name, c);
+    /// Checks the names of `site` (a character's first byte in the pool starts a valid string).
+    fn check(&mut self, table: &[u8], site: &format::Site) {
+        for a in [site.provider, site.name, site.function, site.demangled]
+            .into_iter()
+            .flatten()
+        {
+            let at = a.wrapping_sub(self.start) as usize;
+            self.all &= self.pool_ok && self.pool.contains(&at) && (table[at] as i8) >= -0x40;
         }
-        let name = self.read(a);
-        self.last[field] = (a, name, a as *const u8);
-        (name, a as *const u8)
-    }
-
-    fn read(&mut self, a: u64) -> &'static str {
-        let at = a.wrapping_sub(self.start) as usize;
-        let table = self.table;
-        let starts_a_name = |at: usize| at == self.pool.start || table[at - 1] == 0;
-        if self.pool_ok && self.pool.contains(&at) && starts_a_name(at) {
-            // SAFETY: a NUL ends the pool, so the string ends inside it.
-            let len =
-                unsafe { core::ffi::CStr::from_ptr(table[at..].as_ptr().cast()) }.count_bytes();
-            // SAFETY: the pool is valid UTF-8, and the name runs from the pool's start or a NUL
-            // to a NUL: whole characters.
-            return unsafe { core::str::from_utf8_unchecked(&table[at..at + len]) };
-        }
-        // SAFETY: the rewriter points every name at a NUL-terminated string of the object's
-        // read-only data, which lives as long as the table.
-        let c = unsafe { core::ffi::CStr::from_ptr(a as *const core::ffi::c_char) };
-        let name = c.to_str().ok();
-        if name.is_none() || at >= table.len() || table.len() - at <= c.count_bytes() {
-            self.self_contained = false;
-        }
-        name.unwrap_or("?")
     }
 }
 
@@ -146,7 +114,10 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     let mut recs: Vec<SiteRec> = Vec::with_capacity(bytes.len() / format::ENTRY_SIZE);
-    let mut names = Names::new(bytes);
+    // The records point at the table's info, made before them: its count of sites (for the
+    // profile points) is the capacity, an upper bound.
+    let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
+    let mut in_table = InTable::new(bytes);
     let latency = crate::latency::wanted();
     let mut sites = format::sites(bytes, start as u64);
     while let Some(site) = sites.next() {
@@ -154,9 +125,10 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
             note(&format!("ignoring a malformed site table at {start:#x}"));
             break;
         };
-        names.set_pool(sites.pool());
+        in_table.set_pool(bytes, sites.pool());
+        in_table.check(bytes, &site);
         let id = first_id + recs.len() as u32;
-        recs.push(site_rec(id, start as u64, &site, &mut names, latency));
+        recs.push(site_rec(id, info, sites.entry(), &site, latency));
     }
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
@@ -175,69 +147,58 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     reg.sites.extend(recs.iter());
     site::publish(&reg.sites);
     let table = site::Table {
-        bytes,
+        info,
         sites: recs,
-        self_contained: names.self_contained,
+        self_contained: in_table.all,
     };
     crate::recorder::describe_table(&table);
     reg.tables.push(table);
 }
 
-/// The record of `site`, the `id`th of the table at `table`.
-fn site_rec(id: u32, table: u64, site: &format::Site, names: &mut Names, latency: bool) -> SiteRec {
-    let (provider, c_provider) = names.get(0, site.provider);
-    let (name, c_name) = names.get(1, site.name);
-    let (function, c_function) = names.get(2, site.function);
-    let (demangled, _) = names.get(3, site.demangled);
-    let match_name: &'static str = if site.kind.is_hook() {
-        function
-    } else {
-        Box::leak(format!("{provider}:{name}").into_boxed_str())
+/// The record of `site`, the `id`th site, whose entry is at offset `entry` of the table `table`.
+fn site_rec(
+    id: u32,
+    table: &'static site::TableInfo,
+    entry: usize,
+    site: &format::Site,
+    latency: bool,
+) -> SiteRec {
+    // A probe's record kind and a site's latency role depend on its names: only then are they
+    // read (a hook's record kind is its kind's).
+    let names = |site: &format::Site| site::Names {
+        provider: site::name_at(site.provider),
+        name: site::name_at(site.name),
+        function: site::name_at(site.function),
+        demangled: site::name_at(site.demangled),
     };
-    // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
-    // (A guard's target is the program's own code, not a stub.)
-    let stub_id = if site.target != 0 && site.form != Form::Guard {
-        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
-        let lea =
-            unsafe { core::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
-        code::stub_id(site.target, &lea).unwrap_or(0)
-    } else {
-        0
+    let named = (!site.kind.is_hook() || latency).then(|| names(site));
+    let rec_kind = match &named {
+        Some(n) => format::trace::record_kind(site.kind, n.provider, n.name),
+        None => format::trace::record_kind(site.kind, "", ""),
     };
-    let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
-    let latency = if latency {
-        crate::latency::role(
-            |p| format::pattern::site_matches(p, match_name, provider, function, demangled),
-            rec_kind,
-        )
-    } else {
-        0
+    let rec_kind = rec_kind.map_or(0, |k| k as u8);
+    let latency = match &named {
+        Some(n) if latency => {
+            crate::latency::role(|p| site::names_match(p, site.kind, n), rec_kind)
+        }
+        _ => 0,
     };
     SiteRec {
-        id,
-        table,
         addr: site.site,
-        kind: site.kind,
-        form: site.form,
         target: site.target,
-        provider,
-        name,
-        function,
-        demangled,
-        func_offset: site.func_offset,
-        match_name,
-        c_provider,
-        c_name,
-        c_function,
-        stub_id,
-        nop: format::disabled_bytes(site.kind, site.form),
-        state: AtomicU8::new(DISABLED),
+        table,
         handlers: AtomicU64::new(0),
         hits: AtomicU64::new(0),
+        id,
+        entry: entry as u32,
+        func_offset: site.func_offset,
+        kind: site.kind,
+        form: site.form,
+        state: AtomicU8::new(DISABLED),
         rec_kind,
         latency,
         stacktrace: core::sync::atomic::AtomicBool::new(false),
-        point: site::Point::new(),
+        has_function: site.function.is_some(),
     }
 }
 
@@ -250,8 +211,10 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         return 0;
     }
     let mut reg = lock();
-    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
-        reg.sites.iter().partition(|s| s.table == start);
+    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) = reg
+        .sites
+        .iter()
+        .partition(|s| s.table.bytes.as_ptr() as u64 == start);
     if gone.is_empty() {
         return 0;
     }
@@ -264,7 +227,7 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         note("cannot restore the sites of an object being unloaded");
     }
     reg.sites = kept;
-    reg.tables.retain(|t| t.bytes.as_ptr() as u64 != start);
+    reg.tables.retain(|t| t.info.bytes.as_ptr() as u64 != start);
     site::publish(&reg.sites);
     gone.len()
 }
@@ -341,7 +304,7 @@ pub(crate) fn holds_nop(site: &SiteRec) -> bool {
     // SAFETY: a registered site is `len` bytes of the loaded object's code, readable while the
     // object is loaded.
     let now = unsafe { core::slice::from_raw_parts(site.addr as *const u8, len) };
-    now == &site.nop[..len]
+    now == &site.nop()[..len]
 }
 
 /// Moves every site of `chosen` to the state `to` in one batch (see [`set_state`]); the
@@ -399,7 +362,12 @@ fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
 }
 
 fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &s.nop[..1])).collect();
+    let nops: Vec<[u8; MAX_SITE_LEN]> = sites.iter().map(|s| s.nop()).collect();
+    let writes: Vec<(u64, &[u8])> = sites
+        .iter()
+        .zip(&nops)
+        .map(|(s, n)| (s.addr, &n[..1]))
+        .collect();
     // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
     // handler to re-execute the NOP.
     unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
@@ -432,7 +400,7 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
         new.push(if enable {
             call_bytes(s).ok_or(Error::Unreachable(s.addr))?
         } else {
-            s.nop
+            s.nop()
         });
     }
     let (transient, done) = if enable {
@@ -440,6 +408,9 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     } else {
         (DISABLING_CALL, DISABLED)
     };
+    if let Some(r) = text::alone(|| switch_call_alone(sites, &new, done)) {
+        return r;
+    }
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
@@ -471,6 +442,27 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     writes.clear();
     writes.extend(sites.iter().zip(&new).map(|(s, b)| (s.addr, &b[..1])));
     // SAFETY: see above.
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    text::sync_cores();
+    for s in sites {
+        s.state.store(done, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// [`switch_call`] in one pass, for a process of one thread with its signals blocked
+/// ([`text::alone`]): nothing runs a site while its bytes change, so each gets its `new` bytes
+/// whole, and its state `done` after.
+fn switch_call_alone(
+    sites: &[&'static SiteRec],
+    new: &[[u8; MAX_SITE_LEN]],
+    done: u8,
+) -> Result<(), Error> {
+    let writes: Vec<(u64, &[u8])> = (sites.iter().zip(new))
+        .map(|(s, b)| (s.addr, &b[..s.site_len()]))
+        .collect();
+    // SAFETY: no other thread exists and this one takes no signal until the writes are done:
+    // no code runs the sites meanwhile.
     unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
     for s in sites {

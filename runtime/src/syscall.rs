@@ -179,6 +179,45 @@ pub fn sigmask(how: c_int, set: &libc::sigset_t) -> c_int {
     }
 }
 
+/// Blocks every signal the calling thread can block (but the C library's two, as [`sigmask`]);
+/// returns the mask it had, for [`restore_mask`].
+pub fn block_all() -> u64 {
+    let bits: u64 = !(3u64 << 31);
+    let mut old: u64 = 0;
+    // SAFETY: the kernel reads and writes 8 bytes of signal set each, both ours.
+    let r = unsafe {
+        syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as usize,
+            (&raw const bits) as usize,
+            (&raw mut old) as usize,
+            8,
+        )
+    };
+    if r < 0 {
+        // Nothing was blocked: restoring the empty-handed mask must not unblock anything.
+        return u64::MAX;
+    }
+    old
+}
+
+/// Puts back the mask [`block_all`] returned.
+pub fn restore_mask(old: u64) {
+    if old == u64::MAX {
+        return;
+    }
+    // SAFETY: the kernel reads 8 bytes of signal set, ours.
+    unsafe {
+        syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as usize,
+            (&raw const old) as usize,
+            0,
+            8,
+        )
+    };
+}
+
 /// As the GNU C library's `strerror_r` (the GNU one, of the oldest symbol version, rather than
 /// the XSI `__xpg_strerror_r`): the message for `errnum`, in `buf` or in the C library's own
 /// memory.

@@ -118,6 +118,27 @@ fn shootdown() {
     }
 }
 
+/// Runs `f` if this thread is the process's only one, with every signal blocked: then no other
+/// code runs while `f` writes the program's code, so a site may be rewritten whole in one pass,
+/// without the cross-modifying protocol's `int3` bridge (as at start-up, before `main`, where a
+/// program that enables every site spends most of its enabling time in the bridge's three
+/// passes). `None` (and `f` not run) when there are other threads, or their number cannot be
+/// read. No thread can start meanwhile: only this one could start it.
+pub fn alone<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let old = crate::syscall::block_all();
+    let r = (threads() == Some(1)).then(f);
+    crate::syscall::restore_mask(old);
+    r
+}
+
+/// The process's number of threads: field 20 of `/proc/self/stat`.
+fn threads() -> Option<u64> {
+    let stat = crate::sys::read_to_string(b"/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(17)?.parse().ok()
+}
+
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

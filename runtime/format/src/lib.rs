@@ -391,6 +391,7 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
         entry_size: 0,
         shared: None,
         pool: 0..0,
+        last: 0,
         failed: false,
     }
 }
@@ -415,6 +416,8 @@ pub struct Sites<'a> {
     shared: Option<Shared>,
     /// The current fragment's name pool: from its entries' end to its end.
     pool: core::ops::Range<usize>,
+    /// Offset of the last entry read.
+    last: usize,
     failed: bool,
 }
 
@@ -429,6 +432,12 @@ impl Sites<'_> {
     /// zero padding). Empty before the first site.
     pub fn pool(&self) -> core::ops::Range<usize> {
         self.pool.clone()
+    }
+
+    /// Offset in the table of the entry the last site came from: where [`name_at`] finds its
+    /// names again.
+    pub fn entry(&self) -> usize {
+        self.last
     }
 
     /// Reads the fragment header at `self.pos` (after any zero padding); false at the table's
@@ -508,6 +517,17 @@ fn rel(entry: &[u8; ENTRY_SIZE], field: usize, base: u64, at: usize) -> Option<u
     (v != 0).then(|| (base + (at + field) as u64).wrapping_add(v as i64 as u64))
 }
 
+/// The address of the name that field `field` (one of [`field::PROVIDER`], [`field::NAME`],
+/// [`field::FUNCTION`], [`field::DEMANGLED`]) of the entry at offset `entry` points at, in a
+/// table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no such name (or
+/// lies outside the table). The fields are where they are in both versions, relative to
+/// themselves: a site's names are found again from its entry's offset alone.
+#[inline]
+pub fn name_at(bytes: &[u8], base: u64, entry: usize, field: usize) -> Option<u64> {
+    let e = bytes.get(entry..entry.checked_add(ENTRY_SIZE)?)?;
+    rel(e.try_into().ok()?, field, base, entry)
+}
+
 impl Iterator for Sites<'_> {
     type Item = Result<Site, TableError>;
 
@@ -523,6 +543,7 @@ impl Iterator for Sites<'_> {
             }
         }
         let at = self.pos;
+        self.last = at;
         self.pos += self.entry_size;
         self.left -= 1;
         if self.left == 0 {
