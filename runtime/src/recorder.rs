@@ -244,14 +244,35 @@ pub(crate) fn describe_table(table: &site::Table) {
         describe_sites(table.sites);
         return;
     }
+    let bytes = table.info.bytes;
+    let address = bytes.as_ptr() as u64;
+    if buffer::in_session() {
+        // The table's bytes are its object's file's: they go from that file to the lane's.
+        let head = lane::table_header(first.id, address, bytes.len());
+        let (input, from) = mapped_file(address as usize);
+        buffer::append_meta_from_file(&head, input.as_ref().map_or(-1, |f| f.0), from, bytes);
+        return;
+    }
     let meta = Meta::Table {
         first_id: first.id,
-        address: table.info.bytes.as_ptr() as u64,
-        table: table.info.bytes,
+        address,
+        table: bytes,
     };
     buffer::append_meta(meta.encoded_len(), buffer::Wait::Yes, |room| {
         meta.encode(room)
     });
+}
+
+/// The file mapped at `addr` (opened through `/proc/self/map_files`, so it is the file mapped,
+/// even if another has taken its name since), and the offset of `addr` in it; `None` for
+/// anonymous memory or where the kernel does not let the process open it.
+fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
+    let Some((lo, hi, offset)) = sys::file_mapping_of(addr) else {
+        return (None, 0);
+    };
+    let path = format!("/proc/self/map_files/{lo:x}-{hi:x}");
+    let file = sys::Fd::open(path.as_bytes(), libc::O_RDONLY, 0).ok();
+    (file, offset + (addr - lo) as u64)
 }
 
 /// Writes the names of `sites` into the lane (a metadata blob).

@@ -49,22 +49,24 @@ impl From<PatternError> for Error {
 }
 
 /// Whether every name of a table's sites lies in the table, NUL-terminated, as valid UTF-8: then
-/// a copy of the table describes the sites in a lane. Checked without reading a name: each
+/// a copy of the table describes the sites in a lane. Checked without reading most names: each
 /// fragment's name pool (`format::Sites::pool`) is checked once, as valid UTF-8 ending in a NUL,
-/// and each name's address against the pool of its fragment.
+/// and a name's address against the pool of its fragment; a name elsewhere (a hook's name, which
+/// the rewriter may keep in one fragment for all) is read, once for each address in a row.
 struct InTable {
-    start: u64,
     pool: core::ops::Range<usize>,
     pool_ok: bool,
+    /// The last name outside its fragment's pool checked, for each of the four names.
+    outside: [usize; 4],
     all: bool,
 }
 
 impl InTable {
-    fn new(table: &[u8]) -> InTable {
+    fn new() -> InTable {
         InTable {
-            start: table.as_ptr() as u64,
             pool: 0..0,
             pool_ok: false,
+            outside: [usize::MAX; 4],
             all: true,
         }
     }
@@ -78,16 +80,36 @@ impl InTable {
         }
     }
 
-    /// Checks the names of `site` (a character's first byte in the pool starts a valid string).
-    fn check(&mut self, table: &[u8], site: &format::Site) {
-        for a in [site.provider, site.name, site.function, site.demangled]
-            .into_iter()
-            .flatten()
-        {
-            let at = a.wrapping_sub(self.start) as usize;
-            self.all &= self.pool_ok && self.pool.contains(&at) && (table[at] as i8) >= -0x40;
+    /// Checks the names of `site`: each one starts in its fragment's pool at a character's
+    /// first byte (so it runs to a NUL inside the pool), or is a string elsewhere in the table.
+    #[inline]
+    fn check(&mut self, table: &[u8], site: &format::SiteCore) {
+        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
+        let fields = [PROVIDER, NAME, FUNCTION, DEMANGLED];
+        for (i, (field, distance)) in fields.into_iter().zip(site.names).enumerate() {
+            if distance == 0 {
+                continue;
+            }
+            let at = (site.entry + field).wrapping_add(distance as isize as usize);
+            let in_pool = self.pool_ok
+                && self.pool.contains(&at)
+                && table.get(at).is_some_and(|&b| (b as i8) >= -0x40);
+            if !in_pool && at != self.outside[i] {
+                self.all &= string_at(table, at);
+                self.outside[i] = at;
+            }
         }
     }
+}
+
+/// Whether a NUL-terminated string of valid UTF-8 starts at `at` of `table`.
+fn string_at(table: &[u8], at: usize) -> bool {
+    let Some(rest) = table.get(at..) else {
+        return false;
+    };
+    rest.iter()
+        .position(|&b| b == 0)
+        .is_some_and(|n| core::str::from_utf8(&rest[..n]).is_ok())
 }
 
 /// Records the table `[start, stop)` of one loaded object, to be read when anything first
@@ -114,13 +136,15 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     let mut recs: Vec<SiteRec> = Vec::with_capacity(bytes.len() / format::ENTRY_SIZE);
+    let room = recs.capacity() * core::mem::size_of::<SiteRec>();
+    crate::sys::populate_write(recs.as_ptr() as usize, room);
     // The records point at the table's info, made before them: its count of sites (for the
     // profile points) is the capacity, an upper bound.
     let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
-    let mut in_table = InTable::new(bytes);
+    let mut in_table = InTable::new();
     let latency = crate::latency::wanted();
     let mut sites = format::sites(bytes, start as u64);
-    while let Some(site) = sites.next() {
+    while let Some(site) = sites.next_core() {
         let Ok(site) = site else {
             note(&format!("ignoring a malformed site table at {start:#x}"));
             break;
@@ -128,7 +152,7 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         in_table.set_pool(bytes, sites.pool());
         in_table.check(bytes, &site);
         let id = first_id + recs.len() as u32;
-        recs.push(site_rec(id, info, sites.entry(), &site, latency));
+        recs.push(site_rec(id, info, &site, latency));
     }
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
@@ -155,23 +179,28 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     reg.tables.push(table);
 }
 
-/// The record of `site`, the `id`th site, whose entry is at offset `entry` of the table `table`.
+/// The record of `site`, the `id`th site, of the table `table`.
+#[inline]
 fn site_rec(
     id: u32,
     table: &'static site::TableInfo,
-    entry: usize,
-    site: &format::Site,
+    site: &format::SiteCore,
     latency: bool,
 ) -> SiteRec {
+    let bytes = table.bytes;
+    let name = |field| format::name_at(bytes, bytes.as_ptr() as u64, site.entry, field);
     // A probe's record kind and a site's latency role depend on its names: only then are they
     // read (a hook's record kind is its kind's).
-    let names = |site: &format::Site| site::Names {
-        provider: site::name_at(site.provider),
-        name: site::name_at(site.name),
-        function: site::name_at(site.function),
-        demangled: site::name_at(site.demangled),
+    let names = || {
+        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
+        site::Names {
+            provider: site::name_at(name(PROVIDER)),
+            name: site::name_at(name(NAME)),
+            function: site::name_at(name(FUNCTION)),
+            demangled: site::name_at(name(DEMANGLED)),
+        }
     };
-    let named = (!site.kind.is_hook() || latency).then(|| names(site));
+    let named = (!site.kind.is_hook() || latency).then(names);
     let rec_kind = match &named {
         Some(n) => format::trace::record_kind(site.kind, n.provider, n.name),
         None => format::trace::record_kind(site.kind, "", ""),
@@ -190,7 +219,7 @@ fn site_rec(
         handlers: AtomicU64::new(0),
         hits: AtomicU64::new(0),
         id,
-        entry: entry as u32,
+        entry: site.entry as u32,
         func_offset: site.func_offset,
         kind: site.kind,
         form: site.form,
@@ -198,7 +227,7 @@ fn site_rec(
         rec_kind,
         latency,
         stacktrace: core::sync::atomic::AtomicBool::new(false),
-        has_function: site.function.is_some(),
+        has_function: site.names[2] != 0,
     }
 }
 

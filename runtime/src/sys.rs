@@ -477,6 +477,40 @@ impl Instant {
     }
 }
 
+/// The file mapping of this process that holds address `addr`, from `/proc/self/maps`: its
+/// start, its end and the file offset of its start; `None` for anonymous memory.
+pub fn file_mapping_of(addr: usize) -> Option<(usize, usize, u64)> {
+    let maps = read_to_string(b"/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_ascii_whitespace();
+        let (lo, hi) = fields.next()?.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).ok()?,
+            usize::from_str_radix(hi, 16).ok()?,
+        );
+        if !(lo..hi).contains(&addr) {
+            return None;
+        }
+        let offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
+        let inode = fields.nth(1)?;
+        (inode != "0").then_some((lo, hi, offset))
+    })
+}
+
+/// `madvise(MADV_POPULATE_WRITE)`: the whole pages of `[start, start + len)` made present and
+/// writable in one system call (a private file mapping's pages copied, anonymous ones zeroed),
+/// where touching them one by one takes a page fault each. Best effort: a kernel without it
+/// (before 5.14) faults the pages in as they are used.
+pub fn populate_write(start: usize, len: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let first = start.next_multiple_of(4096);
+    let end = (start + len) & !4095;
+    if end > first {
+        // SAFETY: advice on pages of the caller's own mapping; no byte changes.
+        unsafe { libc::madvise(first as *mut _, end - first, MADV_POPULATE_WRITE) };
+    }
+}
+
 /// Sleeps for `ns` nanoseconds (the whole time, through interruptions).
 pub fn sleep_ns(ns: u64) {
     let mut left = libc::timespec {

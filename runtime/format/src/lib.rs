@@ -376,6 +376,28 @@ pub struct Site {
     pub orig: [u8; MAX_SITE_LEN],
 }
 
+/// What a site's record in a running process needs of its entry, decoded without its names or
+/// its original bytes ([`Sites::next_core`]): the runtime reads tens of thousands of these at
+/// start-up and finds the names again from `entry` ([`name_at`]) when asked for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteCore {
+    /// Offset of the entry in the table.
+    pub entry: usize,
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the stub the site called.
+    pub target: u64,
+    /// Offset of the site in its function.
+    pub func_offset: u32,
+    /// What the site is for.
+    pub kind: Kind,
+    /// The instruction it held.
+    pub form: Form,
+    /// The distances stored for its provider, name, function and demangled name (in that
+    /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none.
+    pub names: [i32; 4],
+}
+
 use le::{u16_at as le_u16, u32_at as le_u32};
 
 /// Walks the sites of a table whose bytes are `bytes`, loaded at address `base`.
@@ -422,7 +444,7 @@ pub struct Sites<'a> {
 }
 
 impl Sites<'_> {
-    fn fail(&mut self, e: TableError) -> Option<Result<Site, TableError>> {
+    fn fail<T>(&mut self, e: TableError) -> Option<Result<T, TableError>> {
         self.failed = true;
         Some(Err(e))
     }
@@ -430,6 +452,7 @@ impl Sites<'_> {
     /// The name pool of the fragment the last site came from, as offsets into the table: what
     /// follows its entries up to its end (the names the rewriter wrote, NUL-terminated, then
     /// zero padding). Empty before the first site.
+    #[inline]
     pub fn pool(&self) -> core::ops::Range<usize> {
         self.pool.clone()
     }
@@ -528,10 +551,10 @@ pub fn name_at(bytes: &[u8], base: u64, entry: usize, field: usize) -> Option<u6
     rel(e.try_into().ok()?, field, base, entry)
 }
 
-impl Iterator for Sites<'_> {
-    type Item = Result<Site, TableError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Sites<'_> {
+    /// The next site's [`SiteCore`]: as [`Iterator::next`], without reading its names.
+    #[inline]
+    pub fn next_core(&mut self) -> Option<Result<SiteCore, TableError>> {
         if self.failed {
             return None;
         }
@@ -557,36 +580,71 @@ impl Iterator for Sites<'_> {
         let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
             return self.fail(TableError::BadEntry(at));
         };
-        let mut orig = [0u8; MAX_SITE_LEN];
-        orig.copy_from_slice(&e[28..28 + MAX_SITE_LEN]);
         let base = self.base;
+        let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
         let (site, target) = match self.shared {
             None => (
                 rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
                 rel(e, field::TARGET, base, at).unwrap_or(0),
             ),
             Some(shared) => {
-                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
                 let slot = word(field::TARGET);
                 if slot >= shared.count {
                     return self.fail(TableError::BadEntry(at));
                 }
                 let slot = shared.targets + 4 * slot as usize;
-                let distance = le_u32(self.bytes, slot) as i32 as i64 as u64;
-                let target = (base + slot as u64).wrapping_add(distance);
-                (shared.text.wrapping_add(word(field::SITE) as u64), target)
+                let Some(distance) = self.bytes.get(slot..slot + 4) else {
+                    return self.fail(TableError::BadEntry(at));
+                };
+                let distance =
+                    i32::from_le_bytes([distance[0], distance[1], distance[2], distance[3]]);
+                let target = (base + slot as u64).wrapping_add(distance as i64 as u64);
+                (
+                    shared.text.wrapping_add(u64::from(word(field::SITE))),
+                    target,
+                )
             }
         };
-        Some(Ok(Site {
+        let names = [
+            field::PROVIDER,
+            field::NAME,
+            field::FUNCTION,
+            field::DEMANGLED,
+        ];
+        Some(Ok(SiteCore {
+            entry: at,
             site,
             target,
-            provider: rel(e, field::PROVIDER, base, at),
-            name: rel(e, field::NAME, base, at),
-            function: rel(e, field::FUNCTION, base, at),
-            demangled: rel(e, field::DEMANGLED, base, at),
-            func_offset: u32::from_le_bytes([e[20], e[21], e[22], e[23]]),
+            func_offset: word(20),
             kind,
             form,
+            names: names.map(|f| word(f) as i32),
+        }))
+    }
+}
+
+impl Iterator for Sites<'_> {
+    type Item = Result<Site, TableError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let core = match self.next_core()? {
+            Ok(core) => core,
+            Err(e) => return Some(Err(e)),
+        };
+        let (bytes, base, at) = (self.bytes, self.base, core.entry);
+        let name = |f: usize| name_at(bytes, base, at, f);
+        let mut orig = [0u8; MAX_SITE_LEN];
+        orig.copy_from_slice(&bytes[at + 28..at + 28 + MAX_SITE_LEN]);
+        Some(Ok(Site {
+            site: core.site,
+            target: core.target,
+            provider: name(field::PROVIDER),
+            name: name(field::NAME),
+            function: name(field::FUNCTION),
+            demangled: name(field::DEMANGLED),
+            func_offset: core.func_offset,
+            kind: core.kind,
+            form: core.form,
             orig,
         }))
     }
