@@ -345,22 +345,26 @@ fn switch_locked(chosen: Vec<&'static SiteRec>, to: u8) -> Result<usize, Error> 
     if to != DISABLED {
         crate::trap::install();
     }
-    let (guards, chosen): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
-        chosen.into_iter().partition(|s| s.is_guard());
+    // One pass: the guards apart, and the other sites in the mode they leave.
+    let (mut guards, mut from_trap, mut from_call) = (Vec::new(), Vec::new(), Vec::new());
+    let mut others = Vec::with_capacity(chosen.len());
+    for s in chosen {
+        if s.is_guard() {
+            guards.push(s);
+            continue;
+        }
+        match s.state() {
+            TRAP => from_trap.push(s),
+            CALL => from_call.push(s),
+            _ => {}
+        }
+        others.push(s);
+    }
+    let chosen = others;
     if to == DISABLED {
         switch_call(&guards, false)?;
     }
     // Leave the old mode first: trap sites back to NOP, call sites through the protocol.
-    let from_trap: Vec<_> = chosen
-        .iter()
-        .copied()
-        .filter(|s| s.state() == TRAP)
-        .collect();
-    let from_call: Vec<_> = chosen
-        .iter()
-        .copied()
-        .filter(|s| s.state() == CALL)
-        .collect();
     disable_trap(&from_trap)?;
     switch_call(&from_call, false)?;
     match to {

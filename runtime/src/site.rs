@@ -2,8 +2,8 @@
 //! record ([`SiteRec`]), its state constants, the [`Mode`] an enabled site fires in, its
 //! profile-point figures ([`Point`]), the list of registered sites with the notrace and handler
 //! patterns (under one lock), and the lookup snapshot the dispatchers read without a lock (the
-//! sites sorted by address with a directory of address buckets, immutable, swapped in atomically
-//! by [`publish`]).
+//! sites sorted by address with a compact hash table of their positions, immutable, swapped in
+//! atomically by [`publish`]).
 //!
 //! Nothing here writes code or changes a state; the registry does, through these types.
 
@@ -402,138 +402,63 @@ impl Point {
     }
 }
 
-/// The lookup snapshot: the sites sorted by address, found by a directory of address buckets
-/// (about one site per bucket, so a lookup reads one bucket's bounds and one or two offsets),
-/// in 12 to 16 bytes a site where a hash table took 64.
+/// The lookup snapshot: the sites sorted by address, and an open-addressing hash table of their
+/// positions (a `u32` a slot, half the slots empty or more: 8 to 16 bytes a site, where a table
+/// of addresses and references took 64). A lookup reads one slot, then the site it names, whose
+/// address says whether it is the one (the caller reads that site's cache line next anyway).
 pub(crate) struct Index {
     pub sites: Vec<&'static SiteRec>,
-    /// Offset of each site (in `sites` order) from its region's `lo`.
-    offsets: Vec<u32>,
-    /// Per bucket of each region, the position in `sites` of its first site; each region's
-    /// buckets are followed by the position after its last site.
-    dir: Vec<u32>,
-    /// Stretches of address space holding sites, by address: one per loaded object, roughly.
-    regions: Vec<Region>,
+    /// Position in `sites` plus one of the site hashed to each slot; 0 marks an empty slot.
+    slots: Vec<u32>,
+    mask: usize,
     /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
     /// no return address of their own).
     pub tails: BTreeMap<u64, Vec<&'static SiteRec>>,
 }
 
-/// Sites closer together than [`REGION_GAP`] share a region, and its directory.
-#[derive(Clone, Copy)]
-struct Region {
-    /// Address of its first site.
-    lo: u64,
-    /// Its last site's address less `lo`, plus one.
-    span: u64,
-    /// Bucket `b` holds the sites whose offset from `lo` shifted right by `shift` is `b`.
-    shift: u32,
-    /// Where its buckets start in `dir`.
-    dir: u32,
+#[inline(always)]
+fn slot_of(addr: u64, mask: usize) -> usize {
+    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
 }
-
-/// A gap between sites at least this large starts a new region (objects are mapped far apart;
-/// one object's code is contiguous).
-const REGION_GAP: u64 = 1 << 24;
-/// Smallest bucket: 16 bytes (a few sites at most, each 5 or 6 bytes).
-const MIN_SHIFT: u32 = 4;
 
 impl Index {
     fn new(sites: Vec<&'static SiteRec>, tails: BTreeMap<u64, Vec<&'static SiteRec>>) -> Index {
-        let mut index = Index {
-            offsets: Vec::with_capacity(sites.len()),
-            dir: Vec::new(),
-            regions: Vec::new(),
+        let cap = (sites.len() * 2).next_power_of_two().max(16);
+        let mask = cap - 1;
+        let mut slots = vec![0u32; cap];
+        for (i, site) in sites.iter().enumerate() {
+            let mut h = slot_of(site.addr, mask);
+            while slots[h] != 0 {
+                h = (h + 1) & mask;
+            }
+            slots[h] = i as u32 + 1;
+        }
+        Index {
             sites,
+            slots,
+            mask,
             tails,
-        };
-        let mut start = 0;
-        while start < index.sites.len() {
-            let lo = index.sites[start].addr;
-            let mut end = start + 1;
-            while end < index.sites.len()
-                && index.sites[end].addr - index.sites[end - 1].addr < REGION_GAP
-                && index.sites[end].addr - lo <= u64::from(u32::MAX)
-            {
-                end += 1;
-            }
-            index.add_region(start, end);
-            start = end;
-        }
-        index
-    }
-
-    /// Adds the region of `sites[start..end]` (sorted, within `u32` offsets of the first): its
-    /// buckets no more than its sites, so the directory costs at most 4 bytes a site.
-    fn add_region(&mut self, start: usize, end: usize) {
-        let lo = self.sites[start].addr;
-        let span = self.sites[end - 1].addr - lo + 1;
-        let n = (end - start) as u64;
-        let mut shift = MIN_SHIFT;
-        while (span >> shift) > n {
-            shift += 1;
-        }
-        self.regions.push(Region {
-            lo,
-            span,
-            shift,
-            dir: self.dir.len() as u32,
-        });
-        let buckets = ((span - 1) >> shift) as usize + 1;
-        let first = self.dir.len();
-        self.dir.resize(first + buckets + 1, end as u32);
-        let mut next_bucket = 0;
-        for i in start..end {
-            let offset = self.sites[i].addr - lo;
-            self.offsets.push(offset as u32);
-            let b = (offset >> shift) as usize;
-            while next_bucket <= b {
-                self.dir[first + next_bucket] = i as u32;
-                next_bucket += 1;
-            }
         }
     }
 
-    /// The site at exactly `addr`: its region (the first, unless there are several), its
-    /// bucket's bounds, then the bucket's offsets (one or two, as a rule).
+    /// The site at exactly `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
-        let r = match self.regions.as_slice() {
-            [r] => r,
-            regions => self.region_of(regions, addr)?,
-        };
-        let offset = addr.wrapping_sub(r.lo);
-        if offset >= r.span {
-            return None;
-        }
-        let b = r.dir as usize + (offset >> r.shift) as usize;
-        // SAFETY: `add_region` gave the region `((span - 1) >> shift) + 2` entries of `dir` from
-        // `r.dir`, and `offset < span`: `b + 1` is one of them. Every entry is at most
-        // `offsets.len()`, which is `sites.len()`.
-        let (mut i, end) = unsafe {
-            (
-                *self.dir.get_unchecked(b) as usize,
-                *self.dir.get_unchecked(b + 1) as usize,
-            )
-        };
-        let offset = offset as u32;
-        while i < end {
-            // SAFETY: `i < end <= offsets.len() == sites.len()` (see above).
-            unsafe {
-                if *self.offsets.get_unchecked(i) == offset {
-                    return Some(*self.sites.get_unchecked(i));
-                }
+        let mut h = slot_of(addr, self.mask);
+        loop {
+            // SAFETY: `h <= mask`, and `slots` has `mask + 1` entries; a slot holds 0 or the
+            // position plus one of a site in `sites`.
+            let i = unsafe { *self.slots.get_unchecked(h) } as usize;
+            if i == 0 {
+                return None;
             }
-            i += 1;
+            // SAFETY: as above.
+            let site = unsafe { *self.sites.get_unchecked(i - 1) };
+            if site.addr == addr {
+                return Some(site);
+            }
+            h = (h + 1) & self.mask;
         }
-        None
-    }
-
-    /// The region that may hold `addr`, of several (or none).
-    #[inline(never)]
-    fn region_of<'a>(&self, regions: &'a [Region], addr: u64) -> Option<&'a Region> {
-        let after = regions.partition_point(|r| r.lo <= addr);
-        regions.get(after.checked_sub(1)?)
     }
 
     /// The same answer by binary search over the sorted sites (the benchmark's yardstick).
@@ -566,7 +491,7 @@ pub(crate) fn publish(sites: &[&'static SiteRec]) {
         bootprof_format::order::sort_by_key(&mut sites, |s| s.addr);
     }
     let mut tails: BTreeMap<u64, Vec<&'static SiteRec>> = BTreeMap::new();
-    for s in sites.iter().filter(|s| s.is_tail()) {
+    for s in sites.iter().filter(|s| s.form.is_tail()) {
         let id = s.stub_id();
         if id != 0 {
             tails.entry(id).or_default().push(s);
