@@ -143,16 +143,25 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
     let mut in_table = InTable::new();
     let latency = crate::latency::wanted();
+    // What a hook's hit records depends on its kind alone.
+    let hook_records: [u8; 8] = core::array::from_fn(|k| {
+        let kind = format::Kind::from_u8(k as u8);
+        let rec = kind.and_then(|k| format::trace::record_kind(k, "", ""));
+        rec.map_or(0, |r| r as u8)
+    });
     let mut sites = format::sites(bytes, start as u64);
     while let Some(site) = sites.next_core() {
         let Ok(site) = site else {
             note(&format!("ignoring a malformed site table at {start:#x}"));
             break;
         };
-        in_table.set_pool(bytes, sites.pool());
+        // A fragment's entries come before its pool, and the next fragment after it.
+        if site.entry >= in_table.pool.end {
+            in_table.set_pool(bytes, sites.pool());
+        }
         in_table.check(bytes, &site);
         let id = first_id + recs.len() as u32;
-        recs.push(site_rec(id, info, &site, latency));
+        recs.push(site_rec(id, info, &site, latency, &hook_records));
     }
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
@@ -179,13 +188,15 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     reg.tables.push(table);
 }
 
-/// The record of `site`, the `id`th site, of the table `table`.
+/// The record of `site`, the `id`th site, of the table `table` (`hook_records`: the record kind
+/// of a hook's hits, by its kind).
 #[inline]
 fn site_rec(
     id: u32,
     table: &'static site::TableInfo,
     site: &format::SiteCore,
     latency: bool,
+    hook_records: &[u8; 8],
 ) -> SiteRec {
     let bytes = table.bytes;
     let name = |field| format::name_at(bytes, bytes.as_ptr() as u64, site.entry, field);
@@ -202,10 +213,9 @@ fn site_rec(
     };
     let named = (!site.kind.is_hook() || latency).then(names);
     let rec_kind = match &named {
-        Some(n) => format::trace::record_kind(site.kind, n.provider, n.name),
-        None => format::trace::record_kind(site.kind, "", ""),
+        Some(n) => format::trace::record_kind(site.kind, n.provider, n.name).map_or(0, |k| k as u8),
+        None => hook_records[site.kind as usize],
     };
-    let rec_kind = rec_kind.map_or(0, |k| k as u8);
     let latency = match &named {
         Some(n) if latency => {
             crate::latency::role(|p| site::names_match(p, site.kind, n), rec_kind)
