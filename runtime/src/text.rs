@@ -368,6 +368,22 @@ mod tests {
         );
     }
 
+    /// The number of threads read where the kernel keeps it, and no one-pass writing while
+    /// another thread runs.
+    #[test]
+    fn threads_counted_and_not_alone_with_another() {
+        let status = crate::sys::read_to_string(b"/proc/self/status").unwrap();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || stop_rx.recv());
+        let counted = threads().unwrap();
+        let listed = std::fs::read_dir("/proc/self/task").unwrap().count() as u64;
+        assert_eq!(counted, listed, "{status}");
+        assert!(counted >= 2);
+        assert_eq!(alone(|| 1), None);
+        stop_tx.send(()).unwrap();
+        other.join().unwrap().unwrap();
+    }
+
     /// Writes in address order and out of it touch the same pages, merged into ranges; a write
     /// across a page boundary touches both pages.
     #[test]

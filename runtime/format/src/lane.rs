@@ -1002,6 +1002,12 @@ mod tests {
         let mut buf = std::vec![0u8; entry.encoded_len()];
         let n = entry.encode(&mut buf);
         assert_eq!(n, buf.len());
+        // What a writer that sends the table from a file puts before it is the entry's start.
+        assert_eq!(
+            table_header(40, 0x5000, table.len()),
+            buf[..TABLE_HEADER],
+            "table_header"
+        );
         let (meta, m) = Meta::decode(&buf).unwrap();
         assert_eq!((meta, m), (entry, n));
         for cut in 0..n {

@@ -783,6 +783,84 @@ mod tests {
         assert_eq!(it.next(), None);
     }
 
+    /// A site's core (what a running process keeps of it) is what the whole site says, and
+    /// `name_at` finds its names again from the entry's offset alone, in both versions.
+    #[test]
+    fn site_cores_and_names_found_again_from_the_entry() {
+        let v2 = entries_at(1) + ENTRY_SIZE + 16;
+        let v1 = HEADER_SIZE + ENTRY_SIZE + 8;
+        let mut buf = std::vec![0u8; v2 + v1];
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 1, v2 as u32));
+        buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
+        buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
+        buf[TARGETS_AT..TARGETS_AT + 4].copy_from_slice(&(-0x40i32).to_le_bytes());
+        let (e2, pool2) = (entries_at(1), entries_at(1) + ENTRY_SIZE);
+        buf[pool2..pool2 + 12].copy_from_slice(b"__fentry__\0\0");
+        buf[pool2 + 12..pool2 + 16].copy_from_slice(b"fn2\0");
+        let e1 = v2 + HEADER_SIZE;
+        buf[v2..v2 + HEADER_SIZE].copy_from_slice(&encode_header(VERSION_1, 1, v1 as u32));
+        buf[e1 + ENTRY_SIZE..e1 + ENTRY_SIZE + 8].copy_from_slice(b"p\0n\0f1\0\0");
+        let entries = [
+            (e2, Kind::Fentry, [0, pool2, pool2 + 12, 0]),
+            (
+                e1,
+                Kind::Probe,
+                [e1 + ENTRY_SIZE, e1 + ENTRY_SIZE + 2, e1 + ENTRY_SIZE + 4, 0],
+            ),
+        ];
+        for (e, kind, names) in entries {
+            let entry = encode_entry(kind, Form::CallRel32, 7, &[0xe8]);
+            buf[e..e + ENTRY_SIZE].copy_from_slice(&entry);
+            let fields = [
+                field::PROVIDER,
+                field::NAME,
+                field::FUNCTION,
+                field::DEMANGLED,
+            ];
+            for (f, to) in fields.into_iter().zip(names).filter(|&(_, to)| to != 0) {
+                let d = (to as i64 - (e + f) as i64) as i32;
+                buf[e + f..e + f + 4].copy_from_slice(&d.to_le_bytes());
+            }
+        }
+        buf[e1..e1 + 4].copy_from_slice(&(-8i32).to_le_bytes());
+        let base = 0x1000u64;
+        let all: Vec<Site> = sites(&buf, base).collect::<Result<_, _>>().unwrap();
+        let mut it = sites(&buf, base);
+        let mut cores = Vec::new();
+        while let Some(core) = it.next_core() {
+            cores.push(core.unwrap());
+        }
+        assert_eq!(cores.len(), 2);
+        for ((site, core), (e, kind, names)) in all.iter().zip(&cores).zip(entries) {
+            assert_eq!(
+                (
+                    core.entry,
+                    core.site,
+                    core.target,
+                    core.kind,
+                    core.func_offset
+                ),
+                (e, site.site, site.target, kind, 7)
+            );
+            let fields = [
+                field::PROVIDER,
+                field::NAME,
+                field::FUNCTION,
+                field::DEMANGLED,
+            ];
+            let found = fields.map(|f| name_at(&buf, base, e, f));
+            let want = names.map(|at| (at != 0).then_some(base + at as u64));
+            assert_eq!(found, want);
+            assert_eq!(
+                found,
+                [site.provider, site.name, site.function, site.demangled]
+            );
+            assert_eq!(core.names.map(|d| d != 0), names.map(|at| at != 0));
+        }
+        // An entry past the table has no names.
+        assert_eq!(name_at(&buf, base, buf.len() - 8, field::NAME), None);
+    }
+
     #[test]
     fn truncated_fragment_is_an_error() {
         let mut buf = [0u8; HEADER_SIZE + 10];
