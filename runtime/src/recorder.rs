@@ -263,16 +263,28 @@ pub(crate) fn describe_table(table: &site::Table) {
     });
 }
 
-/// The file mapped at `addr` (opened through `/proc/self/map_files`, so it is the file mapped,
-/// even if another has taken its name since), and the offset of `addr` in it; `None` for
-/// anonymous memory or where the kernel does not let the process open it.
+/// The file mapped at `addr`, and the offset of `addr` in it: opened through
+/// `/proc/self/map_files` (the file mapped, even if another has taken its name since), or, where
+/// the kernel refuses that (to a process without `CAP_SYS_ADMIN`), by its path, if the file there
+/// is still the one mapped (its device and inode); `None` for anonymous memory or a file that
+/// cannot be opened.
 fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
-    let Some((lo, hi, offset)) = sys::file_mapping_of(addr) else {
+    let Some(m) = sys::file_mapping_of(addr) else {
         return (None, 0);
     };
-    let path = format!("/proc/self/map_files/{lo:x}-{hi:x}");
-    let file = sys::Fd::open(path.as_bytes(), libc::O_RDONLY, 0).ok();
-    (file, offset + (addr - lo) as u64)
+    let at = m.offset + (addr - m.lo) as u64;
+    let by_range = format!("/proc/self/map_files/{:x}-{:x}", m.lo, m.hi);
+    if let Ok(file) = sys::Fd::open(by_range.as_bytes(), libc::O_RDONLY, 0) {
+        return (Some(file), at);
+    }
+    let Ok(file) = sys::Fd::open(m.path.as_bytes(), libc::O_RDONLY, 0) else {
+        return (None, 0);
+    };
+    // SAFETY: all zeroes is a valid stat.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let same = crate::syscall::fstat(file.0, &mut st) == 0
+        && (libc::major(st.st_dev), libc::minor(st.st_dev), st.st_ino) == m.file;
+    (same.then_some(file), at)
 }
 
 /// Writes the names of `sites` into the lane (a metadata blob).

@@ -477,9 +477,22 @@ impl Instant {
     }
 }
 
-/// The file mapping of this process that holds address `addr`, from `/proc/self/maps`: its
-/// start, its end and the file offset of its start; `None` for anonymous memory.
-pub fn file_mapping_of(addr: usize) -> Option<(usize, usize, u64)> {
+/// A file mapping of this process, as `/proc/self/maps` shows it.
+pub struct FileMapping {
+    /// Its start and end.
+    pub lo: usize,
+    /// Its end.
+    pub hi: usize,
+    /// The file offset of its start.
+    pub offset: u64,
+    /// The file's device (major, minor) and inode.
+    pub file: (u32, u32, u64),
+    /// The file's path when it was mapped (a file since put in its place is not this one).
+    pub path: String,
+}
+
+/// The file mapping of this process that holds address `addr`; `None` for anonymous memory.
+pub fn file_mapping_of(addr: usize) -> Option<FileMapping> {
     let maps = read_to_string(b"/proc/self/maps").ok()?;
     maps.lines().find_map(|line| {
         let mut fields = line.split_ascii_whitespace();
@@ -492,8 +505,20 @@ pub fn file_mapping_of(addr: usize) -> Option<(usize, usize, u64)> {
             return None;
         }
         let offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
-        let inode = fields.nth(1)?;
-        (inode != "0").then_some((lo, hi, offset))
+        let (major, minor) = fields.next()?.split_once(':')?;
+        let (major, minor) = (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        let inode: u64 = fields.next()?.parse().ok()?;
+        let path = fields.next()?;
+        (inode != 0 && path.starts_with('/')).then(|| FileMapping {
+            lo,
+            hi,
+            offset,
+            file: (major, minor, inode),
+            path: path.into(),
+        })
     })
 }
 

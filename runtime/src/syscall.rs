@@ -189,6 +189,13 @@ pub unsafe fn stat(path: *const c_char, st: &mut libc::stat) -> c_int {
     unsafe { fstatat(path, st, 0) }
 }
 
+/// As the C library's `fstat`.
+pub fn fstat(fd: c_int, st: &mut libc::stat) -> c_int {
+    let st: *mut libc::stat = st;
+    // SAFETY: the kernel writes the whole struct, ours; it checks the descriptor.
+    result(unsafe { syscall4(libc::SYS_fstat, fd as usize, st as usize, 0, 0) })
+}
+
 /// As the C library's `lstat`.
 ///
 /// # Safety
