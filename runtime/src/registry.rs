@@ -405,11 +405,9 @@ fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
 }
 
 fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let nops: Vec<[u8; MAX_SITE_LEN]> = sites.iter().map(|s| s.nop()).collect();
     let writes: Vec<(u64, &[u8])> = sites
         .iter()
-        .zip(&nops)
-        .map(|(s, n)| (s.addr, &n[..1]))
+        .map(|s| (s.addr, one_byte(s.nop()[0])))
         .collect();
     // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
     // handler to re-execute the NOP.
@@ -419,6 +417,21 @@ fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
     }
     text::sync_cores();
     Ok(())
+}
+
+/// `byte` as a one-byte slice that lives for ever (a batch's writes of single bytes borrow them
+/// from here, not from a vector of their own).
+fn one_byte(byte: u8) -> &'static [u8] {
+    static ALL: [u8; 256] = {
+        let mut all = [0u8; 256];
+        let mut i = 0;
+        while i < 256 {
+            all[i] = i as u8;
+            i += 1;
+        }
+        all
+    };
+    &ALL[byte as usize..byte as usize + 1]
 }
 
 /// The bytes an enabled call-mode site holds (`code::enabled_bytes`): a call (or, for a tail
