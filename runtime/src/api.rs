@@ -125,7 +125,7 @@ pub struct SiteInfo {
     /// Offset in the function.
     pub func_offset: u32,
     /// What patterns match against (and, for hooks, the demangled name).
-    pub match_name: &'static str,
+    pub match_name: String,
     /// None when disabled.
     pub mode: Option<Mode>,
     /// Hits so far.
@@ -137,18 +137,21 @@ pub fn sites() -> Vec<SiteInfo> {
     site::lock()
         .sites
         .iter()
-        .map(|s| SiteInfo {
-            id: s.id,
-            address: s.addr,
-            kind: s.kind,
-            provider: s.provider,
-            name: s.name,
-            function: s.function,
-            demangled: s.demangled,
-            func_offset: s.func_offset,
-            match_name: s.match_name,
-            mode: s.mode(),
-            hits: s.hits.load(Ordering::Relaxed),
+        .map(|s| {
+            let n = s.names();
+            SiteInfo {
+                id: s.id,
+                address: s.addr,
+                kind: s.kind,
+                provider: n.provider,
+                name: n.name,
+                function: n.function,
+                demangled: n.demangled,
+                func_offset: s.func_offset,
+                match_name: s.match_name(),
+                mode: s.mode(),
+                hits: s.hits.load(Ordering::Relaxed),
+            }
         })
         .collect()
 }

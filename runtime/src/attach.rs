@@ -424,6 +424,7 @@ fn list() -> String {
 
 /// `s` as a [`SiteLine`], with `hits`.
 fn site_line(s: &SiteRec, hits: u64) -> SiteLine {
+    let names = s.names();
     SiteLine {
         id: s.id,
         address: s.addr,
@@ -436,10 +437,10 @@ fn site_line(s: &SiteRec, hits: u64) -> SiteLine {
         holds_nop: registry::holds_nop(s),
         hits,
         kind: s.kind.name().into(),
-        provider: s.provider.into(),
-        name: s.name.into(),
-        function: s.function.into(),
-        demangled: s.demangled.into(),
+        provider: names.provider.into(),
+        name: names.name.into(),
+        function: names.function.into(),
+        demangled: names.demangled.into(),
         func_offset: s.func_offset,
     }
 }

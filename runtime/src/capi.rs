@@ -282,15 +282,16 @@ pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int 
         return fail(format!("no site {i}"));
     };
     let mode = s.mode().map_or(0, |m| m as u8);
+    let [provider, name, function] = s.c_names();
     let site = CSite {
         id: s.id,
         kind: s.kind as u8,
         mode,
         reserved: 0,
         address: s.addr,
-        provider: s.c_provider.cast(),
-        name: s.c_name.cast(),
-        function: s.c_function.cast(),
+        provider: provider.cast(),
+        name: name.cast(),
+        function: function.cast(),
         func_offset: s.func_offset,
         reserved2: 0,
         hits: s.hits.load(core::sync::atomic::Ordering::Relaxed),

@@ -65,10 +65,13 @@ pub(crate) fn write_into_lane() -> bool {
 /// session).
 #[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn table() -> String {
-    let rows = table::rows(sites().iter().filter(|s| counted(s)).map(|s| Row {
-        hits: s.hits.load(Ordering::Relaxed),
-        kind: s.kind,
-        site: table::site_name(s.kind, s.provider, s.name, s.function_name()),
+    let rows = table::rows(sites().iter().filter(|s| counted(s)).map(|s| {
+        let n = s.names();
+        Row {
+            hits: s.hits.load(Ordering::Relaxed),
+            kind: s.kind,
+            site: table::site_name(s.kind, n.provider, n.name, s.function_name()),
+        }
     }));
     let exe = crate::sys::read_link(b"/proc/self/exe").unwrap_or_default();
     // SAFETY: getpid has no preconditions.

@@ -280,14 +280,15 @@ fn run_handlers(
     (via, tid, tsc): (u8, u32, u64),
     mut mask: u64,
 ) {
+    let [provider, name, function] = site.c_names();
     let hit = Hit {
         site_id: site.id,
         kind: site.kind as u8,
         via,
         reserved: 0,
-        provider: site.c_provider,
-        name: site.c_name,
-        function: site.c_function,
+        provider,
+        name,
+        function,
         site: site.addr,
         function_addr: site.addr - u64::from(site.func_offset),
         parent,

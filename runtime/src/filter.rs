@@ -248,7 +248,7 @@ pub(crate) fn exit(site: &'static SiteRec, tsc: u64) {
     let Some(at) = (0..level).rev().find(|&i| {
         call(i)
             .site
-            .is_some_and(|s| s.c_function == site.c_function)
+            .is_some_and(|s| s.function_key() == site.function_key())
     }) else {
         // An EXIT without its ENTER (the filter was set after it): written as it is.
         recorder::record(site, RecordKind::Exit, 0, tsc);

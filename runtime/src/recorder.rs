@@ -256,28 +256,64 @@ pub(crate) fn describe_table(table: &site::Table) {
         describe_sites(table.sites);
         return;
     }
+    let bytes = table.info.bytes;
+    let address = bytes.as_ptr() as u64;
+    if buffer::in_session() {
+        // The table's bytes are its object's file's: they go from that file to the lane's.
+        let head = lane::table_header(first.id, address, bytes.len());
+        let (input, from) = mapped_file(address as usize);
+        buffer::append_meta_from_file(&head, input.as_ref().map_or(-1, |f| f.0), from, bytes);
+        return;
+    }
     let meta = Meta::Table {
         first_id: first.id,
-        address: table.bytes.as_ptr() as u64,
-        table: table.bytes,
+        address,
+        table: bytes,
     };
     buffer::append_meta(meta.encoded_len(), buffer::Wait::Yes, |room| {
         meta.encode(room)
     });
 }
 
+/// The file mapped at `addr`, and the offset of `addr` in it: opened through
+/// `/proc/self/map_files` (the file mapped, even if another has taken its name since), or, where
+/// the kernel refuses that (to a process without `CAP_SYS_ADMIN`), by its path, if the file there
+/// is still the one mapped (its device and inode); `None` for anonymous memory or a file that
+/// cannot be opened.
+fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
+    let Some(m) = sys::file_mapping_of(addr) else {
+        return (None, 0);
+    };
+    let at = m.offset + (addr - m.lo) as u64;
+    let by_range = format!("/proc/self/map_files/{:x}-{:x}", m.lo, m.hi);
+    if let Ok(file) = sys::Fd::open(by_range.as_bytes(), libc::O_RDONLY, 0) {
+        return (Some(file), at);
+    }
+    let Ok(file) = sys::Fd::open(m.path.as_bytes(), libc::O_RDONLY, 0) else {
+        return (None, 0);
+    };
+    // SAFETY: all zeroes is a valid stat.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let same = crate::syscall::fstat(file.0, &mut st) == 0
+        && (libc::major(st.st_dev), libc::minor(st.st_dev), st.st_ino) == m.file;
+    (same.then_some(file), at)
+}
+
 /// Writes the names of `sites` into the lane (a metadata blob).
 fn describe_sites(sites: &[SiteRec]) {
     let metas: Vec<Meta> = sites
         .iter()
-        .map(|s| Meta::Site {
-            id: s.id,
-            kind: s.kind as u8,
-            func_offset: s.func_offset,
-            address: s.addr,
-            provider: s.provider.as_bytes(),
-            name: s.name.as_bytes(),
-            function: s.function.as_bytes(),
+        .map(|s| {
+            let n = s.names();
+            Meta::Site {
+                id: s.id,
+                kind: s.kind as u8,
+                func_offset: s.func_offset,
+                address: s.addr,
+                provider: n.provider.as_bytes(),
+                name: n.name.as_bytes(),
+                function: n.function.as_bytes(),
+            }
         })
         .collect();
     let len: usize = metas.iter().map(Meta::encoded_len).sum();
@@ -439,7 +475,7 @@ unsafe fn write_record(pos: usize, delta: u64, id: u32, kind: u8, arg: u64) {
 fn given_thread_name(site: &SiteRec, tid: u32) {
     let meta = Meta::Thread {
         tid,
-        name: site.name.as_bytes(),
+        name: site.probe_name().as_bytes(),
         given: true,
     };
     let mut blob = [0u8; 96];
@@ -599,6 +635,7 @@ fn forget_lane_totals() {
 /// undone: the per-thread shadow stacks would go stale. `BOOTPROF_POINTS=1` calls it before the
 /// program's constructors; reading the points ([`points_table`]) calls it too.
 pub fn count_points() {
+    site::want_points();
     site::set_hit_path(site::POINTS, true);
 }
 
@@ -620,9 +657,12 @@ fn profile_point(site: &SiteRec, kind: RecordKind, tsc: u64) {
         let (enter, t0) = FRAMES.with(|f| f[d].get());
         // SAFETY: frames hold addresses of leaked, never-freed SiteRecs.
         let enter = unsafe { &*(enter as *const SiteRec) };
-        if enter.c_function == site.c_function {
+        if enter.function_key() == site.function_key() {
             let ns_ticks = tsc.saturating_sub(t0);
-            let p = &enter.point;
+            let Some(p) = enter.point() else {
+                STACK.with(|s| s.set(d));
+                return;
+            };
             p.count.fetch_add(1, Ordering::Relaxed);
             p.total.fetch_add(ns_ticks, Ordering::Relaxed);
             // A locked read-modify-write only when the interval is a new extreme (rarely, once
@@ -676,6 +716,7 @@ fn hz_between(start: (u64, u64), end: (u64, u64)) -> Option<u64> {
 #[cfg_attr(not(feature = "std"), optimize(size))]
 pub fn points_table() -> String {
     use alloc::collections::BTreeMap;
+    site::want_points();
     let counting = site::set_hit_path(site::POINTS, true) & site::POINTS != 0;
     let hz = tsc_hz();
     let scaled = |ticks: u64, per_second: u64, per: u64| ticks_in(ticks, hz, per_second, per);
@@ -683,7 +724,10 @@ pub fn points_table() -> String {
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
     for s in site::lock().sites.iter() {
-        let count = s.point.count.load(Ordering::Relaxed);
+        let Some(point) = s.point() else {
+            continue;
+        };
+        let count = point.count.load(Ordering::Relaxed);
         if count == 0 {
             continue;
         }
@@ -691,9 +735,9 @@ pub fn points_table() -> String {
             .entry(s.function_name())
             .or_insert((0, 0, u64::MAX, 0));
         e.0 += count;
-        e.1 += s.point.total.load(Ordering::Relaxed);
-        e.2 = e.2.min(s.point.min.load(Ordering::Relaxed));
-        e.3 = e.3.max(s.point.max.load(Ordering::Relaxed));
+        e.1 += point.total.load(Ordering::Relaxed);
+        e.2 = e.2.min(point.min.load(Ordering::Relaxed));
+        e.3 = e.3.max(point.max.load(Ordering::Relaxed));
     }
     let mut rows: Vec<_> = by_name.into_iter().collect();
     bootprof_format::order::sort_by_key(&mut rows, |r| core::cmp::Reverse(r.1 .1));
@@ -802,12 +846,13 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
     let mut sites = Vec::with_capacity(reg.sites.len());
     for (i, s) in reg.sites.iter().enumerate() {
         index_of[s.id as usize] = i as u32;
+        let n = s.names();
         sites.push(SiteEntry {
             id: s.id,
             kind: s.kind as u8,
-            name: intern(s.name, &mut strings),
-            function: intern(s.function, &mut strings),
-            provider: intern(s.provider, &mut strings),
+            name: intern(n.name, &mut strings),
+            function: intern(n.function, &mut strings),
+            provider: intern(n.provider, &mut strings),
             func_offset: s.func_offset,
             address: s.addr,
         });
@@ -1192,7 +1237,7 @@ pub(crate) fn stats_line() -> String {
         enabled += usize::from(s.mode().is_some());
         hits += h;
         if h > top.1 {
-            top = (s.function, h);
+            top = (s.function(), h);
         }
     }
     format!(

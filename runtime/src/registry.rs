@@ -9,12 +9,12 @@ use crate::prelude::*;
 use crate::site::{self, lock, Handler, CALL, DISABLED, DISABLING_CALL, ENABLING_CALL, TRAP};
 use crate::text::{self, TextError};
 use bootprof_format::pattern::{Pattern, PatternError};
-use bootprof_format::{self as format, code, Form, MAX_SITE_LEN};
+use bootprof_format::{self as format, code, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 #[doc(hidden)]
 pub use crate::site::{lookup_benchmark, synthetic_site};
-pub use crate::site::{Mode, SiteRec, MAX_HANDLERS};
+pub use crate::site::{Mode, Names, SiteRec, MAX_HANDLERS};
 
 /// Why an enable or disable failed.
 #[derive(Debug)]
@@ -48,78 +48,68 @@ impl From<PatternError> for Error {
     }
 }
 
-/// The names of a table's sites, as `&'static str` with the C string each is the start of.
-///
-/// The rewriter puts a fragment's names in its name pool (`format::Sites::pool`): the pool is
-/// checked once, as valid UTF-8 ending in a NUL, so a name in it costs one `strlen`; a name
-/// elsewhere is read and checked on its own (`?` when it is not UTF-8). The last name read for
-/// each field is kept: a fragment's hooks share their hook's name, a function's sites its name.
-struct Names {
-    table: &'static [u8],
-    start: u64,
+/// Whether every name of a table's sites lies in the table, NUL-terminated, as valid UTF-8: then
+/// a copy of the table describes the sites in a lane. Checked without reading most names: each
+/// fragment's name pool (`format::Sites::pool`) is checked once, as valid UTF-8 ending in a NUL,
+/// and a name's address against the pool of its fragment; a name elsewhere (a hook's name, which
+/// the rewriter may keep in one fragment for all) is read, once for each address in a row.
+struct InTable {
     pool: core::ops::Range<usize>,
     pool_ok: bool,
-    last: [(u64, &'static str, *const u8); 4],
-    /// Whether every name read so far lies in the table, NUL-terminated, as valid UTF-8.
-    self_contained: bool,
+    /// The last name outside its fragment's pool checked, for each of the four names.
+    outside: [usize; 4],
+    all: bool,
 }
 
-impl Names {
-    fn new(table: &'static [u8]) -> Names {
-        Names {
-            table,
-            start: table.as_ptr() as u64,
+impl InTable {
+    fn new() -> InTable {
+        InTable {
             pool: 0..0,
             pool_ok: false,
-            last: [(0, "", core::ptr::null()); 4],
-            self_contained: true,
+            outside: [usize::MAX; 4],
+            all: true,
         }
     }
 
     /// Takes the name pool of the fragment the next sites come from.
-    fn set_pool(&mut self, pool: core::ops::Range<usize>) {
+    fn set_pool(&mut self, table: &[u8], pool: core::ops::Range<usize>) {
         if pool != self.pool {
-            let bytes = &self.table[pool.clone()];
+            let bytes = &table[pool.clone()];
             self.pool_ok = bytes.last() == Some(&0) && core::str::from_utf8(bytes).is_ok();
             self.pool = pool;
         }
     }
 
-    /// The name at `addr` (field `field` of the entry: the cache slot), empty for none.
-    fn get(&mut self, field: usize, addr: Option<u64>) -> (&'static str, *const u8) {
-        let Some(a) = addr else {
-            return ("", c"".as_ptr().cast());
-        };
-        let (last, name, c) = self.last[field];
-        if last == a && !c.is_null() {
-            return (name, c);
+    /// Checks the names of `site`: each one starts in its fragment's pool at a character's
+    /// first byte (so it runs to a NUL inside the pool), or is a string elsewhere in the table.
+    #[inline]
+    fn check(&mut self, table: &[u8], site: &format::SiteCore) {
+        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
+        let fields = [PROVIDER, NAME, FUNCTION, DEMANGLED];
+        for (i, (field, distance)) in fields.into_iter().zip(site.names).enumerate() {
+            if distance == 0 {
+                continue;
+            }
+            let at = (site.entry + field).wrapping_add(distance as isize as usize);
+            let in_pool = self.pool_ok
+                && self.pool.contains(&at)
+                && table.get(at).is_some_and(|&b| (b as i8) >= -0x40);
+            if !in_pool && at != self.outside[i] {
+                self.all &= string_at(table, at);
+                self.outside[i] = at;
+            }
         }
-        let name = self.read(a);
-        self.last[field] = (a, name, a as *const u8);
-        (name, a as *const u8)
     }
+}
 
-    fn read(&mut self, a: u64) -> &'static str {
-        let at = a.wrapping_sub(self.start) as usize;
-        let table = self.table;
-        let starts_a_name = |at: usize| at == self.pool.start || table[at - 1] == 0;
-        if self.pool_ok && self.pool.contains(&at) && starts_a_name(at) {
-            // SAFETY: a NUL ends the pool, so the string ends inside it.
-            let len =
-                unsafe { core::ffi::CStr::from_ptr(table[at..].as_ptr().cast()) }.count_bytes();
-            // SAFETY: the pool is valid UTF-8, and the name runs from the pool's start or a NUL
-            // to a NUL: whole characters.
-            return unsafe { core::str::from_utf8_unchecked(&table[at..at + len]) };
-        }
-        // SAFETY: the rewriter points every name at a NUL-terminated string of the object's
-        // read-only data, which lives as long as the table.
-        let c = unsafe { core::ffi::CStr::from_ptr(a as *const core::ffi::c_char) };
-        let name = c.to_str().ok();
-        if name.is_none() || at >= table.len() || table.len() - at <= c.count_bytes() {
-            self.self_contained = false;
-        }
-        name.unwrap_or("?")
-    }
+/// Whether a NUL-terminated string of valid UTF-8 starts at `at` of `table`.
+fn string_at(table: &[u8], at: usize) -> bool {
+    let Some(rest) = table.get(at..) else {
+        return false;
+    };
+    rest.iter()
+        .position(|&b| b == 0)
+        .is_some_and(|n| core::str::from_utf8(&rest[..n]).is_ok())
 }
 
 /// Records the table `[start, stop)` of one loaded object, to be read when anything first
@@ -146,17 +136,32 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     let mut recs: Vec<SiteRec> = Vec::with_capacity(bytes.len() / format::ENTRY_SIZE);
-    let mut names = Names::new(bytes);
+    let room = recs.capacity() * core::mem::size_of::<SiteRec>();
+    crate::sys::populate_write(recs.as_ptr() as usize, room);
+    // The records point at the table's info, made before them: its count of sites (for the
+    // profile points) is the capacity, an upper bound.
+    let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
+    let mut in_table = InTable::new();
     let latency = crate::latency::wanted();
+    // What a hook's hit records depends on its kind alone.
+    let hook_records: [u8; 8] = core::array::from_fn(|k| {
+        let kind = format::Kind::from_u8(k as u8);
+        let rec = kind.and_then(|k| format::trace::record_kind(k, "", ""));
+        rec.map_or(0, |r| r as u8)
+    });
     let mut sites = format::sites(bytes, start as u64);
-    while let Some(site) = sites.next() {
+    while let Some(site) = sites.next_core() {
         let Ok(site) = site else {
             note(&format!("ignoring a malformed site table at {start:#x}"));
             break;
         };
-        names.set_pool(sites.pool());
+        // A fragment's entries come before its pool, and the next fragment after it.
+        if site.entry >= in_table.pool.end {
+            in_table.set_pool(bytes, sites.pool());
+        }
+        in_table.check(bytes, &site);
         let id = first_id + recs.len() as u32;
-        recs.push(site_rec(id, start as u64, &site, &mut names, latency));
+        recs.push(site_rec(id, info, &site, latency, &hook_records));
     }
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
@@ -175,69 +180,64 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     reg.sites.extend(recs.iter());
     site::publish(&reg.sites);
     let table = site::Table {
-        bytes,
+        info,
         sites: recs,
-        self_contained: names.self_contained,
+        self_contained: in_table.all,
     };
     crate::recorder::describe_table(&table);
     reg.tables.push(table);
 }
 
-/// The record of `site`, the `id`th of the table at `table`.
-fn site_rec(id: u32, table: u64, site: &format::Site, names: &mut Names, latency: bool) -> SiteRec {
-    let (provider, c_provider) = names.get(0, site.provider);
-    let (name, c_name) = names.get(1, site.name);
-    let (function, c_function) = names.get(2, site.function);
-    let (demangled, _) = names.get(3, site.demangled);
-    let match_name: &'static str = if site.kind.is_hook() {
-        function
-    } else {
-        Box::leak(format!("{provider}:{name}").into_boxed_str())
+/// The record of `site`, the `id`th site, of the table `table` (`hook_records`: the record kind
+/// of a hook's hits, by its kind).
+#[inline]
+fn site_rec(
+    id: u32,
+    table: &'static site::TableInfo,
+    site: &format::SiteCore,
+    latency: bool,
+    hook_records: &[u8; 8],
+) -> SiteRec {
+    let bytes = table.bytes;
+    let name = |field| format::name_at(bytes, bytes.as_ptr() as u64, site.entry, field);
+    // A probe's record kind and a site's latency role depend on its names: only then are they
+    // read (a hook's record kind is its kind's).
+    let names = || {
+        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
+        site::Names {
+            provider: site::name_at(name(PROVIDER)),
+            name: site::name_at(name(NAME)),
+            function: site::name_at(name(FUNCTION)),
+            demangled: site::name_at(name(DEMANGLED)),
+        }
     };
-    // The stub starts `lea rel32(%rip), %r11` (`code::LEA_R11`): its name string is the id.
-    // (A guard's target is the program's own code, not a stub.)
-    let stub_id = if site.target != 0 && site.form != Form::Guard {
-        // SAFETY: the target is the stub the rewriter generated, 13 readable bytes of code.
-        let lea =
-            unsafe { core::ptr::read_unaligned(site.target as *const [u8; code::LEA_R11_LEN]) };
-        code::stub_id(site.target, &lea).unwrap_or(0)
-    } else {
-        0
+    let named = (!site.kind.is_hook() || latency).then(names);
+    let rec_kind = match &named {
+        Some(n) => format::trace::record_kind(site.kind, n.provider, n.name).map_or(0, |k| k as u8),
+        None => hook_records[site.kind as usize],
     };
-    let rec_kind = format::trace::record_kind(site.kind, provider, name).map_or(0, |k| k as u8);
-    let latency = if latency {
-        crate::latency::role(
-            |p| format::pattern::site_matches(p, match_name, provider, function, demangled),
-            rec_kind,
-        )
-    } else {
-        0
+    let latency = match &named {
+        Some(n) if latency => {
+            crate::latency::role(|p| site::names_match(p, site.kind, n), rec_kind)
+        }
+        _ => 0,
     };
     SiteRec {
-        id,
-        table,
         addr: site.site,
-        kind: site.kind,
-        form: site.form,
         target: site.target,
-        provider,
-        name,
-        function,
-        demangled,
-        func_offset: site.func_offset,
-        match_name,
-        c_provider,
-        c_name,
-        c_function,
-        stub_id,
-        nop: format::disabled_bytes(site.kind, site.form),
-        state: AtomicU8::new(DISABLED),
+        table,
         handlers: AtomicU64::new(0),
         hits: AtomicU64::new(0),
+        id,
+        entry: site.entry as u32,
+        func_offset: site.func_offset,
+        kind: site.kind,
+        form: site.form,
+        state: AtomicU8::new(DISABLED),
         rec_kind,
         latency,
         stacktrace: core::sync::atomic::AtomicBool::new(false),
-        point: site::Point::new(),
+        has_function: site.names[2] != 0,
     }
 }
 
@@ -250,8 +250,10 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         return 0;
     }
     let mut reg = lock();
-    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
-        reg.sites.iter().partition(|s| s.table == start);
+    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) = reg
+        .sites
+        .iter()
+        .partition(|s| s.table.bytes.as_ptr() as u64 == start);
     if gone.is_empty() {
         return 0;
     }
@@ -264,7 +266,7 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         note("cannot restore the sites of an object being unloaded");
     }
     reg.sites = kept;
-    reg.tables.retain(|t| t.bytes.as_ptr() as u64 != start);
+    reg.tables.retain(|t| t.info.bytes.as_ptr() as u64 != start);
     site::publish(&reg.sites);
     gone.len()
 }
@@ -341,7 +343,7 @@ pub(crate) fn holds_nop(site: &SiteRec) -> bool {
     // SAFETY: a registered site is `len` bytes of the loaded object's code, readable while the
     // object is loaded.
     let now = unsafe { core::slice::from_raw_parts(site.addr as *const u8, len) };
-    now == &site.nop[..len]
+    now == &site.nop()[..len]
 }
 
 /// Moves every site of `chosen` to the state `to` in one batch (see [`set_state`]); the
@@ -353,22 +355,26 @@ fn switch_locked(chosen: Vec<&'static SiteRec>, to: u8) -> Result<usize, Error> 
     if to != DISABLED {
         crate::trap::install();
     }
-    let (guards, chosen): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) =
-        chosen.into_iter().partition(|s| s.is_guard());
+    // One pass: the guards apart, and the other sites in the mode they leave.
+    let (mut guards, mut from_trap, mut from_call) = (Vec::new(), Vec::new(), Vec::new());
+    let mut others = Vec::with_capacity(chosen.len());
+    for s in chosen {
+        if s.is_guard() {
+            guards.push(s);
+            continue;
+        }
+        match s.state() {
+            TRAP => from_trap.push(s),
+            CALL => from_call.push(s),
+            _ => {}
+        }
+        others.push(s);
+    }
+    let chosen = others;
     if to == DISABLED {
         switch_call(&guards, false)?;
     }
     // Leave the old mode first: trap sites back to NOP, call sites through the protocol.
-    let from_trap: Vec<_> = chosen
-        .iter()
-        .copied()
-        .filter(|s| s.state() == TRAP)
-        .collect();
-    let from_call: Vec<_> = chosen
-        .iter()
-        .copied()
-        .filter(|s| s.state() == CALL)
-        .collect();
     disable_trap(&from_trap)?;
     switch_call(&from_call, false)?;
     match to {
@@ -399,7 +405,10 @@ fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
 }
 
 fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &s.nop[..1])).collect();
+    let writes: Vec<(u64, &[u8])> = sites
+        .iter()
+        .map(|s| (s.addr, one_byte(s.nop()[0])))
+        .collect();
     // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
     // handler to re-execute the NOP.
     unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
@@ -408,6 +417,21 @@ fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
     }
     text::sync_cores();
     Ok(())
+}
+
+/// `byte` as a one-byte slice that lives for ever (a batch's writes of single bytes borrow them
+/// from here, not from a vector of their own).
+fn one_byte(byte: u8) -> &'static [u8] {
+    static ALL: [u8; 256] = {
+        let mut all = [0u8; 256];
+        let mut i = 0;
+        while i < 256 {
+            all[i] = i as u8;
+            i += 1;
+        }
+        all
+    };
+    &ALL[byte as usize..byte as usize + 1]
 }
 
 /// The bytes an enabled call-mode site holds (`code::enabled_bytes`): a call (or, for a tail
@@ -432,7 +456,7 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
         new.push(if enable {
             call_bytes(s).ok_or(Error::Unreachable(s.addr))?
         } else {
-            s.nop
+            s.nop()
         });
     }
     let (transient, done) = if enable {
@@ -440,6 +464,9 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     } else {
         (DISABLING_CALL, DISABLED)
     };
+    if let Some(r) = text::alone(|| switch_call_alone(sites, &new, done)) {
+        return r;
+    }
     for s in sites {
         s.state.store(transient, Ordering::Release);
     }
@@ -471,6 +498,27 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
     writes.clear();
     writes.extend(sites.iter().zip(&new).map(|(s, b)| (s.addr, &b[..1])));
     // SAFETY: see above.
+    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    text::sync_cores();
+    for s in sites {
+        s.state.store(done, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// [`switch_call`] in one pass, for a process of one thread with its signals blocked
+/// ([`text::alone`]): nothing runs a site while its bytes change, so each gets its `new` bytes
+/// whole, and its state `done` after.
+fn switch_call_alone(
+    sites: &[&'static SiteRec],
+    new: &[[u8; MAX_SITE_LEN]],
+    done: u8,
+) -> Result<(), Error> {
+    let writes: Vec<(u64, &[u8])> = (sites.iter().zip(new))
+        .map(|(s, b)| (s.addr, &b[..s.site_len()]))
+        .collect();
+    // SAFETY: no other thread exists and this one takes no signal until the writes are done:
+    // no code runs the sites meanwhile.
     unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
     text::sync_cores();
     for s in sites {

@@ -477,6 +477,65 @@ impl Instant {
     }
 }
 
+/// A file mapping of this process, as `/proc/self/maps` shows it.
+pub struct FileMapping {
+    /// Its start and end.
+    pub lo: usize,
+    /// Its end.
+    pub hi: usize,
+    /// The file offset of its start.
+    pub offset: u64,
+    /// The file's device (major, minor) and inode.
+    pub file: (u32, u32, u64),
+    /// The file's path when it was mapped (a file since put in its place is not this one).
+    pub path: String,
+}
+
+/// The file mapping of this process that holds address `addr`; `None` for anonymous memory.
+pub fn file_mapping_of(addr: usize) -> Option<FileMapping> {
+    let maps = read_to_string(b"/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_ascii_whitespace();
+        let (lo, hi) = fields.next()?.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).ok()?,
+            usize::from_str_radix(hi, 16).ok()?,
+        );
+        if !(lo..hi).contains(&addr) {
+            return None;
+        }
+        let offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
+        let (major, minor) = fields.next()?.split_once(':')?;
+        let (major, minor) = (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        let inode: u64 = fields.next()?.parse().ok()?;
+        let path = fields.next()?;
+        (inode != 0 && path.starts_with('/')).then(|| FileMapping {
+            lo,
+            hi,
+            offset,
+            file: (major, minor, inode),
+            path: path.into(),
+        })
+    })
+}
+
+/// `madvise(MADV_POPULATE_WRITE)`: the whole pages of `[start, start + len)` made present and
+/// writable in one system call (a private file mapping's pages copied, anonymous ones zeroed),
+/// where touching them one by one takes a page fault each. Best effort: a kernel without it
+/// (before 5.14) faults the pages in as they are used.
+pub fn populate_write(start: usize, len: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let first = start.next_multiple_of(4096);
+    let end = (start + len) & !4095;
+    if end > first {
+        // SAFETY: advice on pages of the caller's own mapping; no byte changes.
+        unsafe { libc::madvise(first as *mut _, end - first, MADV_POPULATE_WRITE) };
+    }
+}
+
 /// Sleeps for `ns` nanoseconds (the whole time, through interruptions).
 pub fn sleep_ns(ns: u64) {
     let mut left = libc::timespec {

@@ -32,6 +32,32 @@ unsafe fn syscall4(n: c_long, a: usize, b: usize, c: usize, d: usize) -> c_long 
     r
 }
 
+/// System call `n` with six arguments: the kernel's result (`-errno` on failure).
+///
+/// # Safety
+/// The arguments must be what system call `n` takes.
+#[inline]
+unsafe fn syscall6(n: c_long, args: [usize; 6]) -> c_long {
+    let r: c_long;
+    // SAFETY: per the contract; the kernel clobbers rcx and r11 and nothing else.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n => r,
+            in("rdi") args[0],
+            in("rsi") args[1],
+            in("rdx") args[2],
+            in("r10") args[3],
+            in("r8") args[4],
+            in("r9") args[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r
+}
+
 /// The kernel's result as the C library gives it: `-1` with `errno` set on failure.
 fn result(r: c_long) -> c_int {
     if (-4095..0).contains(&r) {
@@ -40,6 +66,38 @@ fn result(r: c_long) -> c_int {
         -1
     } else {
         r as c_int
+    }
+}
+
+/// As the C library's `copy_file_range` (glibc 2.27): up to `len` bytes from `input` at
+/// `*in_off` to `output` at `*out_off`, both offsets advanced; the bytes copied.
+pub fn copy_file_range(
+    input: c_int,
+    in_off: &mut i64,
+    output: c_int,
+    out_off: &mut i64,
+    len: usize,
+) -> isize {
+    // SAFETY: the kernel reads and writes the two offsets, ours; the descriptors it checks.
+    let r = unsafe {
+        syscall6(
+            libc::SYS_copy_file_range,
+            [
+                input as usize,
+                (in_off as *mut i64) as usize,
+                output as usize,
+                (out_off as *mut i64) as usize,
+                len,
+                0,
+            ],
+        )
+    };
+    if (-4095..0).contains(&r) {
+        // SAFETY: __errno_location returns the calling thread's errno.
+        unsafe { *libc::__errno_location() = -r as c_int };
+        -1
+    } else {
+        r as isize
     }
 }
 
@@ -149,6 +207,13 @@ pub unsafe fn stat(path: *const c_char, st: &mut libc::stat) -> c_int {
     unsafe { fstatat(path, st, 0) }
 }
 
+/// As the C library's `fstat`.
+pub fn fstat(fd: c_int, st: &mut libc::stat) -> c_int {
+    let st: *mut libc::stat = st;
+    // SAFETY: the kernel writes the whole struct, ours; it checks the descriptor.
+    result(unsafe { syscall4(libc::SYS_fstat, fd as usize, st as usize, 0, 0) })
+}
+
 /// As the C library's `lstat`.
 ///
 /// # Safety
@@ -195,6 +260,45 @@ pub fn sigmask(how: c_int, set: &libc::sigset_t) -> c_int {
     } else {
         0
     }
+}
+
+/// Blocks every signal the calling thread can block (but the C library's two, as [`sigmask`]);
+/// returns the mask it had, for [`restore_mask`].
+pub fn block_all() -> u64 {
+    let bits: u64 = !(3u64 << 31);
+    let mut old: u64 = 0;
+    // SAFETY: the kernel reads and writes 8 bytes of signal set each, both ours.
+    let r = unsafe {
+        syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as usize,
+            (&raw const bits) as usize,
+            (&raw mut old) as usize,
+            8,
+        )
+    };
+    if r < 0 {
+        // Nothing was blocked: restoring the empty-handed mask must not unblock anything.
+        return u64::MAX;
+    }
+    old
+}
+
+/// Puts back the mask [`block_all`] returned.
+pub fn restore_mask(old: u64) {
+    if old == u64::MAX {
+        return;
+    }
+    // SAFETY: the kernel reads 8 bytes of signal set, ours.
+    unsafe {
+        syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK as usize,
+            (&raw const old) as usize,
+            0,
+            8,
+        )
+    };
 }
 
 /// As the GNU C library's `strerror_r` (the GNU one, of the oldest symbol version, rather than

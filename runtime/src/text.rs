@@ -118,6 +118,27 @@ fn shootdown() {
     }
 }
 
+/// Runs `f` if this thread is the process's only one, with every signal blocked: then no other
+/// code runs while `f` writes the program's code, so a site may be rewritten whole in one pass,
+/// without the cross-modifying protocol's `int3` bridge (as at start-up, before `main`, where a
+/// program that enables every site spends most of its enabling time in the bridge's three
+/// passes). `None` (and `f` not run) when there are other threads, or their number cannot be
+/// read. No thread can start meanwhile: only this one could start it.
+pub fn alone<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let old = crate::syscall::block_all();
+    let r = (threads() == Some(1)).then(f);
+    crate::syscall::restore_mask(old);
+    r
+}
+
+/// The process's number of threads: field 20 of `/proc/self/stat`.
+fn threads() -> Option<u64> {
+    let stat = crate::sys::read_to_string(b"/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(17)?.parse().ok()
+}
+
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -247,6 +268,11 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
         failed = Some((runs[0].0 as u64, libc::EPERM));
     }
     if failed.is_none() {
+        // The pages' copies made in one system call, not one page fault each (a batch of every
+        // site of a large program writes hundreds of pages).
+        for &(start, end) in &ranges {
+            crate::sys::populate_write(start, end - start);
+        }
         for &(a, b) in writes {
             for (i, &byte) in b.iter().enumerate() {
                 // SAFETY: the page is writable now and the caller vouches for the bytes.
@@ -340,6 +366,22 @@ mod tests {
                 (0x601000, 0x1000, rw)
             ]
         );
+    }
+
+    /// The number of threads read where the kernel keeps it, and no one-pass writing while
+    /// another thread runs.
+    #[test]
+    fn threads_counted_and_not_alone_with_another() {
+        let status = crate::sys::read_to_string(b"/proc/self/status").unwrap();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || stop_rx.recv());
+        let counted = threads().unwrap();
+        let listed = std::fs::read_dir("/proc/self/task").unwrap().count() as u64;
+        assert_eq!(counted, listed, "{status}");
+        assert!(counted >= 2);
+        assert_eq!(alone(|| 1), None);
+        stop_tx.send(()).unwrap();
+        other.join().unwrap().unwrap();
     }
 
     /// Writes in address order and out of it touch the same pages, merged into ranges; a write

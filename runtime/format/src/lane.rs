@@ -526,7 +526,7 @@ pub const COUNT_SIZE: usize = 12;
 const COUNTS_HEADER: usize = 5;
 /// Bytes before the table of a [`Meta::Table`] entry: the tag, the first id, the address and
 /// the table's length.
-const TABLE_HEADER: usize = 1 + 4 + 8 + 4;
+pub const TABLE_HEADER: usize = 1 + 4 + 8 + 4;
 
 /// One entry of a metadata blob. Strings are a `u32` length and that many bytes.
 ///
@@ -582,6 +582,17 @@ pub enum Meta<'a> {
         /// The table's bytes.
         table: &'a [u8],
     },
+}
+
+/// What comes before the table's bytes in a [`Meta::Table`] entry of `len` bytes of table (for
+/// a writer that puts the table behind it without holding it in memory).
+pub fn table_header(first_id: u32, address: u64, len: usize) -> [u8; TABLE_HEADER] {
+    let mut h = [0u8; TABLE_HEADER];
+    h[0] = META_TABLE;
+    h[1..5].copy_from_slice(&first_id.to_le_bytes());
+    h[5..13].copy_from_slice(&address.to_le_bytes());
+    h[13..].copy_from_slice(&(len as u32).to_le_bytes());
+    h
 }
 
 /// Bytes of a [`Meta::Counts`] entry of `n` counts.
@@ -678,10 +689,8 @@ impl<'a> Meta<'a> {
                 address,
                 table,
             } => {
-                put(&[META_TABLE]);
-                put(&first_id.to_le_bytes());
-                put(&address.to_le_bytes());
-                string(&mut put, table);
+                put(&table_header(first_id, address, table.len()));
+                put(table);
             }
         }
         at
@@ -993,6 +1002,12 @@ mod tests {
         let mut buf = std::vec![0u8; entry.encoded_len()];
         let n = entry.encode(&mut buf);
         assert_eq!(n, buf.len());
+        // What a writer that sends the table from a file puts before it is the entry's start.
+        assert_eq!(
+            table_header(40, 0x5000, table.len()),
+            buf[..TABLE_HEADER],
+            "table_header"
+        );
         let (meta, m) = Meta::decode(&buf).unwrap();
         assert_eq!((meta, m), (entry, n));
         for cut in 0..n {

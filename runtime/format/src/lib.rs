@@ -389,6 +389,28 @@ pub struct Site {
     pub orig: [u8; MAX_SITE_LEN],
 }
 
+/// What a site's record in a running process needs of its entry, decoded without its names or
+/// its original bytes ([`Sites::next_core`]): the runtime reads tens of thousands of these at
+/// start-up and finds the names again from `entry` ([`name_at`]) when asked for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteCore {
+    /// Offset of the entry in the table.
+    pub entry: usize,
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the stub the site called.
+    pub target: u64,
+    /// Offset of the site in its function.
+    pub func_offset: u32,
+    /// What the site is for.
+    pub kind: Kind,
+    /// The instruction it held.
+    pub form: Form,
+    /// The distances stored for its provider, name, function and demangled name (in that
+    /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none.
+    pub names: [i32; 4],
+}
+
 use le::{u16_at as le_u16, u32_at as le_u32};
 
 /// Walks the sites of a table whose bytes are `bytes`, loaded at address `base`.
@@ -404,6 +426,7 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
         entry_size: 0,
         shared: None,
         pool: 0..0,
+        last: 0,
         failed: false,
     }
 }
@@ -428,11 +451,13 @@ pub struct Sites<'a> {
     shared: Option<Shared>,
     /// The current fragment's name pool: from its entries' end to its end.
     pool: core::ops::Range<usize>,
+    /// Offset of the last entry read.
+    last: usize,
     failed: bool,
 }
 
 impl Sites<'_> {
-    fn fail(&mut self, e: TableError) -> Option<Result<Site, TableError>> {
+    fn fail<T>(&mut self, e: TableError) -> Option<Result<T, TableError>> {
         self.failed = true;
         Some(Err(e))
     }
@@ -440,8 +465,15 @@ impl Sites<'_> {
     /// The name pool of the fragment the last site came from, as offsets into the table: what
     /// follows its entries up to its end (the names the rewriter wrote, NUL-terminated, then
     /// zero padding). Empty before the first site.
+    #[inline]
     pub fn pool(&self) -> core::ops::Range<usize> {
         self.pool.clone()
+    }
+
+    /// Offset in the table of the entry the last site came from: where [`name_at`] finds its
+    /// names again.
+    pub fn entry(&self) -> usize {
+        self.last
     }
 
     /// Reads the fragment header at `self.pos` (after any zero padding); false at the table's
@@ -521,10 +553,21 @@ fn rel(entry: &[u8; ENTRY_SIZE], field: usize, base: u64, at: usize) -> Option<u
     (v != 0).then(|| (base + (at + field) as u64).wrapping_add(v as i64 as u64))
 }
 
-impl Iterator for Sites<'_> {
-    type Item = Result<Site, TableError>;
+/// The address of the name that field `field` (one of [`field::PROVIDER`], [`field::NAME`],
+/// [`field::FUNCTION`], [`field::DEMANGLED`]) of the entry at offset `entry` points at, in a
+/// table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no such name (or
+/// lies outside the table). The fields are where they are in both versions, relative to
+/// themselves: a site's names are found again from its entry's offset alone.
+#[inline]
+pub fn name_at(bytes: &[u8], base: u64, entry: usize, field: usize) -> Option<u64> {
+    let e = bytes.get(entry..entry.checked_add(ENTRY_SIZE)?)?;
+    rel(e.try_into().ok()?, field, base, entry)
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
+impl Sites<'_> {
+    /// The next site's [`SiteCore`]: as [`Iterator::next`], without reading its names.
+    #[inline]
+    pub fn next_core(&mut self) -> Option<Result<SiteCore, TableError>> {
         if self.failed {
             return None;
         }
@@ -536,6 +579,7 @@ impl Iterator for Sites<'_> {
             }
         }
         let at = self.pos;
+        self.last = at;
         self.pos += self.entry_size;
         self.left -= 1;
         if self.left == 0 {
@@ -549,36 +593,71 @@ impl Iterator for Sites<'_> {
         let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
             return self.fail(TableError::BadEntry(at));
         };
-        let mut orig = [0u8; MAX_SITE_LEN];
-        orig.copy_from_slice(&e[28..28 + MAX_SITE_LEN]);
         let base = self.base;
+        let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
         let (site, target) = match self.shared {
             None => (
                 rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
                 rel(e, field::TARGET, base, at).unwrap_or(0),
             ),
             Some(shared) => {
-                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
                 let slot = word(field::TARGET);
                 if slot >= shared.count {
                     return self.fail(TableError::BadEntry(at));
                 }
                 let slot = shared.targets + 4 * slot as usize;
-                let distance = le_u32(self.bytes, slot) as i32 as i64 as u64;
-                let target = (base + slot as u64).wrapping_add(distance);
-                (shared.text.wrapping_add(word(field::SITE) as u64), target)
+                let Some(distance) = self.bytes.get(slot..slot + 4) else {
+                    return self.fail(TableError::BadEntry(at));
+                };
+                let distance =
+                    i32::from_le_bytes([distance[0], distance[1], distance[2], distance[3]]);
+                let target = (base + slot as u64).wrapping_add(distance as i64 as u64);
+                (
+                    shared.text.wrapping_add(u64::from(word(field::SITE))),
+                    target,
+                )
             }
         };
-        Some(Ok(Site {
+        let names = [
+            field::PROVIDER,
+            field::NAME,
+            field::FUNCTION,
+            field::DEMANGLED,
+        ];
+        Some(Ok(SiteCore {
+            entry: at,
             site,
             target,
-            provider: rel(e, field::PROVIDER, base, at),
-            name: rel(e, field::NAME, base, at),
-            function: rel(e, field::FUNCTION, base, at),
-            demangled: rel(e, field::DEMANGLED, base, at),
-            func_offset: u32::from_le_bytes([e[20], e[21], e[22], e[23]]),
+            func_offset: word(20),
             kind,
             form,
+            names: names.map(|f| word(f) as i32),
+        }))
+    }
+}
+
+impl Iterator for Sites<'_> {
+    type Item = Result<Site, TableError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let core = match self.next_core()? {
+            Ok(core) => core,
+            Err(e) => return Some(Err(e)),
+        };
+        let (bytes, base, at) = (self.bytes, self.base, core.entry);
+        let name = |f: usize| name_at(bytes, base, at, f);
+        let mut orig = [0u8; MAX_SITE_LEN];
+        orig.copy_from_slice(&bytes[at + 28..at + 28 + MAX_SITE_LEN]);
+        Some(Ok(Site {
+            site: core.site,
+            target: core.target,
+            provider: name(field::PROVIDER),
+            name: name(field::NAME),
+            function: name(field::FUNCTION),
+            demangled: name(field::DEMANGLED),
+            func_offset: core.func_offset,
+            kind: core.kind,
+            form: core.form,
             orig,
         }))
     }
@@ -715,6 +794,84 @@ mod tests {
         let mut it = sites(&buf, 0x1000);
         assert_eq!(it.next(), Some(Err(TableError::BadEntry(entries_at(2)))));
         assert_eq!(it.next(), None);
+    }
+
+    /// A site's core (what a running process keeps of it) is what the whole site says, and
+    /// `name_at` finds its names again from the entry's offset alone, in both versions.
+    #[test]
+    fn site_cores_and_names_found_again_from_the_entry() {
+        let v2 = entries_at(1) + ENTRY_SIZE + 16;
+        let v1 = HEADER_SIZE + ENTRY_SIZE + 8;
+        let mut buf = std::vec![0u8; v2 + v1];
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 1, v2 as u32));
+        buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
+        buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
+        buf[TARGETS_AT..TARGETS_AT + 4].copy_from_slice(&(-0x40i32).to_le_bytes());
+        let (e2, pool2) = (entries_at(1), entries_at(1) + ENTRY_SIZE);
+        buf[pool2..pool2 + 12].copy_from_slice(b"__fentry__\0\0");
+        buf[pool2 + 12..pool2 + 16].copy_from_slice(b"fn2\0");
+        let e1 = v2 + HEADER_SIZE;
+        buf[v2..v2 + HEADER_SIZE].copy_from_slice(&encode_header(VERSION_1, 1, v1 as u32));
+        buf[e1 + ENTRY_SIZE..e1 + ENTRY_SIZE + 8].copy_from_slice(b"p\0n\0f1\0\0");
+        let entries = [
+            (e2, Kind::Fentry, [0, pool2, pool2 + 12, 0]),
+            (
+                e1,
+                Kind::Probe,
+                [e1 + ENTRY_SIZE, e1 + ENTRY_SIZE + 2, e1 + ENTRY_SIZE + 4, 0],
+            ),
+        ];
+        for (e, kind, names) in entries {
+            let entry = encode_entry(kind, Form::CallRel32, 7, &[0xe8]);
+            buf[e..e + ENTRY_SIZE].copy_from_slice(&entry);
+            let fields = [
+                field::PROVIDER,
+                field::NAME,
+                field::FUNCTION,
+                field::DEMANGLED,
+            ];
+            for (f, to) in fields.into_iter().zip(names).filter(|&(_, to)| to != 0) {
+                let d = (to as i64 - (e + f) as i64) as i32;
+                buf[e + f..e + f + 4].copy_from_slice(&d.to_le_bytes());
+            }
+        }
+        buf[e1..e1 + 4].copy_from_slice(&(-8i32).to_le_bytes());
+        let base = 0x1000u64;
+        let all: Vec<Site> = sites(&buf, base).collect::<Result<_, _>>().unwrap();
+        let mut it = sites(&buf, base);
+        let mut cores = Vec::new();
+        while let Some(core) = it.next_core() {
+            cores.push(core.unwrap());
+        }
+        assert_eq!(cores.len(), 2);
+        for ((site, core), (e, kind, names)) in all.iter().zip(&cores).zip(entries) {
+            assert_eq!(
+                (
+                    core.entry,
+                    core.site,
+                    core.target,
+                    core.kind,
+                    core.func_offset
+                ),
+                (e, site.site, site.target, kind, 7)
+            );
+            let fields = [
+                field::PROVIDER,
+                field::NAME,
+                field::FUNCTION,
+                field::DEMANGLED,
+            ];
+            let found = fields.map(|f| name_at(&buf, base, e, f));
+            let want = names.map(|at| (at != 0).then_some(base + at as u64));
+            assert_eq!(found, want);
+            assert_eq!(
+                found,
+                [site.provider, site.name, site.function, site.demangled]
+            );
+            assert_eq!(core.names.map(|d| d != 0), names.map(|at| at != 0));
+        }
+        // An entry past the table has no names.
+        assert_eq!(name_at(&buf, base, buf.len() - 8, field::NAME), None);
     }
 
     #[test]
