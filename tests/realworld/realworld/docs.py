@@ -7,6 +7,7 @@ and docs/jsoncpp-startup-summary.txt the same way."""
 import os
 import re
 import shutil
+import statistics
 import subprocess
 
 import workloads
@@ -75,9 +76,10 @@ def make_docs(session, dirs):
         graph_chart(session, dirs, db, scratch)
 
 
-# Runs of the start-up per build for the comparison of the two charts: the spread of the recorded
-# span over these is the noise the durations are judged against.
-STARTUP_RUNS = 5
+# Runs of the start-up per build for the comparison of the two charts, the two builds' runs
+# alternating: the spread of the recorded span over these is the noise the durations are judged
+# against.
+STARTUP_RUNS = 9
 
 
 def startup(exe, db, trace, graph):
@@ -119,17 +121,17 @@ def graph_chart(session, dirs, db, scratch):
     for inst, fentry, inst_svg, fentry_svg in CHART_PAIRS:
         if inst not in dirs or fentry not in dirs:
             continue
-        spans, counts = {}, {}
-        for build, graph, svg in [(inst, False, inst_svg), (fentry, True, fentry_svg)]:
-            runs = []
-            for i in range(STARTUP_RUNS):
+        spans, counts, runs = {}, {}, {inst: [], fentry: []}
+        for i in range(STARTUP_RUNS):
+            for build, graph in [(inst, False), (fentry, True)]:
                 trace = scratch / f"startup-{build}-{i}.session"
                 startup(dirs[build] / "sqlite3", db, trace, graph)
-                runs.append((recorded_span(trace), trace))
-            spans[build] = sorted(s for s, _ in runs)
-            counts[build] = point_counts(min(runs)[1])[0]
+                runs[build].append((recorded_span(trace), trace))
+        for build, svg in [(inst, inst_svg), (fentry, fentry_svg)]:
+            spans[build] = sorted(s for s, _ in runs[build])
+            counts[build] = point_counts(min(runs[build])[1])[0]
             if svg != "sqlite3-startup.svg":
-                summary = chart(min(runs)[1], docs / svg, scratch)
+                summary = chart(min(runs[build])[1], docs / svg, scratch)
                 (docs / svg.replace(".svg", "-summary.txt")).write_text(summary)
         text, equal = compare_counts(counts[inst], counts[fentry], spans, inst_svg, fentry_svg)
         sections.append(text)
@@ -141,8 +143,8 @@ def graph_chart(session, dirs, db, scratch):
     head = ["# The sqlite3 shell's start-up and first query (tests/realworld/run --docs): calls per",
             "# function (bootprof report --format points) of a -finstrument-functions build against",
             "# the -pg -mfentry build of the same source traced with bootprof run --graph --mode",
-            f"# call, the fastest of {STARTUP_RUNS} runs of each; at -O2, and without inlining or",
-            "# cloning (" + " ".join(NO_INLINING) + ").", "", ""]
+            f"# call, the fastest of {STARTUP_RUNS} runs of each (the builds alternating); at -O2,",
+            "# and without inlining or cloning (" + " ".join(NO_INLINING) + ").", "", ""]
     (docs / "sqlite3-startup-compare.txt").write_text("\n".join(head) + "".join(sections))
     session.results["docs-graph"] = results
     log("wrote the --graph charts and docs/sqlite3-startup-compare.txt")
@@ -168,6 +170,11 @@ def compare_counts(inst, graph, spans, inst_svg, graph_svg):
            f"only -pg -mfentry (gcc's clones, e.g. .part/.isra/.constprop): {len(only_g)}", ""]
     for build, s in spans.items():
         out.append(f"recorded span, ms, {build}: " + ", ".join(f"{x:.2f}" for x in s))
+    (a, sa), (b, sb) = spans.items()
+    overlap = max(sa[0], sb[0]) <= min(sa[-1], sb[-1])
+    out.append(f"median span, ms: {a} {statistics.median(sa):.2f}, {b} "
+               f"{statistics.median(sb):.2f} ({statistics.median(sb) / statistics.median(sa):.2f}x);"
+               f" the two builds' spans {'overlap' if overlap else 'do NOT overlap'}")
     out += ["", "different calls (function, -finstrument-functions, -pg -mfentry --graph):"]
     out += [f"  {f} {inst[f]} {graph[f]}" for f in differ]
     out += ["", "only -finstrument-functions (first 40, by calls):"]
