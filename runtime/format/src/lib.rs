@@ -431,10 +431,100 @@ pub struct Sites<'a> {
     failed: bool,
 }
 
-impl Sites<'_> {
-    fn fail(&mut self, e: TableError) -> Option<Result<Site, TableError>> {
+/// Where a site is and what it holds: what [`Sites::places`] reads of each entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the stub the site called.
+    pub target: u64,
+    /// What the site is for.
+    pub kind: Kind,
+    /// The instruction it held.
+    pub form: Form,
+}
+
+impl<'a> Sites<'a> {
+    fn fail<T>(&mut self, e: TableError) -> Option<Result<T, TableError>> {
         self.failed = true;
         Some(Err(e))
+    }
+
+    /// The same walk yielding each site's [`Place`] only, with the same checks (an entry's
+    /// kind and form, its target slot): for a reader that needs no names, such as the check
+    /// that every site of a linked binary holds its NOP.
+    pub fn places(self) -> impl Iterator<Item = Result<Place, TableError>> + 'a {
+        let mut sites = self;
+        core::iter::from_fn(move || {
+            let (at, e) = match sites.next_entry()? {
+                Ok(entry) => entry,
+                Err(e) => return sites.fail(e),
+            };
+            match sites.place(at, e) {
+                Ok(place) => Some(Ok(place)),
+                Err(e) => sites.fail(e),
+            }
+        })
+    }
+
+    /// The next entry's offset and bytes, reading the next fragment's header when the current
+    /// one has no entry left; `None` at the table's end or after an error.
+    fn next_entry(&mut self) -> Option<Result<(usize, &'a [u8; ENTRY_SIZE]), TableError>> {
+        if self.failed {
+            return None;
+        }
+        while self.left == 0 {
+            match self.next_fragment() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let at = self.pos;
+        self.pos += self.entry_size;
+        self.left -= 1;
+        if self.left == 0 {
+            self.pos = self.pool.end;
+        }
+        // The header check put every entry inside the fragment.
+        let bytes: &'a [u8] = self.bytes;
+        let entry = bytes.get(at..at + ENTRY_SIZE);
+        match entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) {
+            Some(e) => Some(Ok((at, e))),
+            None => Some(Err(TableError::BadSize(at))),
+        }
+    }
+
+    /// The [`Place`] of the entry `e` at offset `at`: its kind and form checked, its site and
+    /// target resolved (through the fragment's slots in version 2, the slot index checked).
+    fn place(&self, at: usize, e: &[u8; ENTRY_SIZE]) -> Result<Place, TableError> {
+        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
+            return Err(TableError::BadEntry(at));
+        };
+        let base = self.base;
+        let (site, target) = match self.shared {
+            None => (
+                rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
+                rel(e, field::TARGET, base, at).unwrap_or(0),
+            ),
+            Some(shared) => {
+                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
+                let slot = word(field::TARGET);
+                if slot >= shared.count {
+                    return Err(TableError::BadEntry(at));
+                }
+                let slot = shared.targets + 4 * slot as usize;
+                let distance = le_u32(self.bytes, slot) as i32 as i64 as u64;
+                let target = (base + slot as u64).wrapping_add(distance);
+                (shared.text.wrapping_add(word(field::SITE) as u64), target)
+            }
+        };
+        Ok(Place {
+            site,
+            target,
+            kind,
+            form,
+        })
     }
 
     /// The name pool of the fragment the last site came from, as offsets into the table: what
@@ -525,60 +615,27 @@ impl Iterator for Sites<'_> {
     type Item = Result<Site, TableError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        while self.left == 0 {
-            match self.next_fragment() {
-                Ok(true) => {}
-                Ok(false) => return None,
-                Err(e) => return self.fail(e),
-            }
-        }
-        let at = self.pos;
-        self.pos += self.entry_size;
-        self.left -= 1;
-        if self.left == 0 {
-            self.pos = self.pool.end;
-        }
-        // The header check put every entry inside the fragment.
-        let entry = self.bytes.get(at..at + ENTRY_SIZE);
-        let Some(e) = entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) else {
-            return self.fail(TableError::BadSize(at));
+        let (at, e) = match self.next_entry()? {
+            Ok(entry) => entry,
+            Err(e) => return self.fail(e),
         };
-        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
-            return self.fail(TableError::BadEntry(at));
+        let place = match self.place(at, e) {
+            Ok(place) => place,
+            Err(e) => return self.fail(e),
         };
         let mut orig = [0u8; MAX_SITE_LEN];
         orig.copy_from_slice(&e[28..28 + MAX_SITE_LEN]);
         let base = self.base;
-        let (site, target) = match self.shared {
-            None => (
-                rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
-                rel(e, field::TARGET, base, at).unwrap_or(0),
-            ),
-            Some(shared) => {
-                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-                let slot = word(field::TARGET);
-                if slot >= shared.count {
-                    return self.fail(TableError::BadEntry(at));
-                }
-                let slot = shared.targets + 4 * slot as usize;
-                let distance = le_u32(self.bytes, slot) as i32 as i64 as u64;
-                let target = (base + slot as u64).wrapping_add(distance);
-                (shared.text.wrapping_add(word(field::SITE) as u64), target)
-            }
-        };
         Some(Ok(Site {
-            site,
-            target,
+            site: place.site,
+            target: place.target,
             provider: rel(e, field::PROVIDER, base, at),
             name: rel(e, field::NAME, base, at),
             function: rel(e, field::FUNCTION, base, at),
             demangled: rel(e, field::DEMANGLED, base, at),
             func_offset: u32::from_le_bytes([e[20], e[21], e[22], e[23]]),
-            kind,
-            form,
+            kind: place.kind,
+            form: place.form,
             orig,
         }))
     }
@@ -710,9 +767,24 @@ mod tests {
             ]
         );
         assert_eq!(all[2].func_offset, 3);
-        // A slot index past the fragment's slots is a bad entry.
+        // `places` reads the same sites, each's place only.
+        let places: Vec<Place> = sites(&buf, 0x1000).places().map(Result::unwrap).collect();
+        let expected: Vec<Place> = all
+            .iter()
+            .map(|s| Place {
+                site: s.site,
+                target: s.target,
+                kind: s.kind,
+                form: s.form,
+            })
+            .collect();
+        assert_eq!(places, expected);
+        // A slot index past the fragment's slots is a bad entry, for both.
         buf[entries_at(2) + 4] = 2;
         let mut it = sites(&buf, 0x1000);
+        assert_eq!(it.next(), Some(Err(TableError::BadEntry(entries_at(2)))));
+        assert_eq!(it.next(), None);
+        let mut it = sites(&buf, 0x1000).places();
         assert_eq!(it.next(), Some(Err(TableError::BadEntry(entries_at(2)))));
         assert_eq!(it.next(), None);
     }
@@ -726,6 +798,9 @@ mod tests {
             (TARGETS_AT + 8 + ENTRY_SIZE) as u32,
         ));
         let mut it = sites(&buf, 0);
+        assert_eq!(it.next(), Some(Err(TableError::BadSize(0))));
+        assert_eq!(it.next(), None);
+        let mut it = sites(&buf, 0).places();
         assert_eq!(it.next(), Some(Err(TableError::BadSize(0))));
         assert_eq!(it.next(), None);
         let mut bad = [0u8; 8];
