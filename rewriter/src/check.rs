@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Location, Result};
 use bootprof_format::file::{classify, FileKind, SNIFF_LEN};
-use bootprof_format::linked::{linked_sites, Image};
+use bootprof_format::linked::{first_without_nop, Image};
 use bootprof_format::Kind;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -184,7 +184,7 @@ pub fn check_output(path: &Path, output: &Path) -> Result<()> {
         }
     }
     let image = Image::new(&elf, &data);
-    let sites = linked_sites(&elf, &image).map_err(|e| {
+    let bad = first_without_nop(&elf, &image).map_err(|e| {
         Error::malformed(
             Location {
                 section: Some(bootprof_format::SECTION_NAME.into()),
@@ -193,13 +193,13 @@ pub fn check_output(path: &Path, output: &Path) -> Result<()> {
             e,
         )
     })?;
-    if let Some(bad) = sites.iter().flatten().find(|s| !s.nop) {
+    if let Some(bad) = bad {
         return Err(at(format!(
             "the site at {:#x} ({}+{:#x}) does not hold its NOP in the linked program; the link \
              is refused and the previous output kept",
-            bad.site.site,
-            image.string_at(bad.site.function).unwrap_or_default(),
-            bad.site.func_offset
+            bad.site,
+            image.string_at(bad.function).unwrap_or_default(),
+            bad.func_offset
         )));
     }
     Ok(())

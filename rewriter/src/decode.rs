@@ -5,6 +5,7 @@
 //! opcodes of each form are [`Form::opcode`]; the bytes written for each are in
 //! [`bootprof_format::disabled_bytes`], with their before/after table.
 
+use crate::length;
 use bootprof_format::Form;
 use iced_x86::{Decoder, DecoderOptions};
 use object::elf;
@@ -83,34 +84,42 @@ fn opcode_before(text: &[u8], r_offset: usize, forms: [Form; 2]) -> Option<Form>
 }
 
 /// Checks that each of `starts` (sorted offsets in `text`) is an instruction boundary when
-/// `text` is decoded linearly from `from`: sets the flag of each in `ok` (as long as `starts`;
+/// `text` is decoded linearly from `from` (lengths from [`length`], iced-x86 for the rest): sets the flag of each in `ok` (as long as `starts`;
 /// reused by the caller from function to function).
 ///
 /// Compiler output on x86-64 keeps no data inside functions, so decoding from the function's
 /// first byte reaches every instruction; a start that decoding steps over is not an instruction.
 pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut [bool]) {
     ok.fill(false);
-    let Some(code) = text.get(from..) else {
+    if from > text.len() {
         return;
-    };
+    }
     // A hook's call is mostly its function's first instruction: nothing to decode for it.
     let at_start = starts.iter().take_while(|&&s| s == from).count();
     ok[..at_start].fill(true);
     if at_start == starts.len() {
         return;
     }
-    let mut decoder = Decoder::with_ip(64, code, from as u64, DecoderOptions::NONE);
     let mut pos = from;
     for (i, &s) in starts.iter().enumerate().skip(at_start) {
-        while pos < s && decoder.can_decode() {
-            let insn = decoder.decode();
-            if insn.is_invalid() {
+        while pos < s && pos < text.len() {
+            let Some(len) = instruction_length(&text[pos..]) else {
                 return;
-            }
-            pos += insn.len();
+            };
+            pos += len;
         }
         ok[i] = pos == s;
     }
+}
+
+/// Length of the instruction at the start of `code`: [`length::length`]'s, else iced-x86's
+/// (which the length tables defer to for anything they do not know); `None` when iced finds
+/// no valid instruction there (an invalid opcode, or one running past `code`).
+fn instruction_length(code: &[u8]) -> Option<usize> {
+    length::length(code).or_else(|| {
+        let insn = Decoder::new(64, code, DecoderOptions::NONE).decode();
+        (!insn.is_invalid()).then(|| insn.len())
+    })
 }
 
 #[cfg(test)]

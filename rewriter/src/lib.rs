@@ -11,7 +11,7 @@
 //! survived outside the table, and the output moves into place atomically.
 //!
 //! Below the phases: [`site`] (what they hand each other), [`elf`] (the x86-64 ELF layer),
-//! [`decode`], [`functions`] and [`guard`] (parts of `patch`), [`hash`], [`archive`], [`driver`] (running
+//! [`decode`] (with [`length`]), [`functions`] and [`guard`] (parts of `patch`), [`hash`], [`archive`], [`driver`] (running
 //! commands), [`runtime_lib`] (the runtime as linked), [`prelink`] (the runtime archive made into
 //! one small object), [`cache`] (where the runtime `bootprof-link` carries is unpacked) and
 //! [`error`].
@@ -32,6 +32,7 @@ pub mod functions;
 pub mod gather;
 pub mod guard;
 pub mod hash;
+pub mod length;
 pub mod link;
 pub mod lto;
 pub mod patch;

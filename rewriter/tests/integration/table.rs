@@ -173,3 +173,40 @@ fn a_version_1_table_reads_as_its_version_2_table() {
         assert_eq!(counts(&v1, mode), counted, "{mode}");
     }
 }
+
+/// The check of a linked binary finds a site that lost its NOP wherever it is in the table and
+/// names it (address, function and offset) as the listing does, which reads the same table
+/// whole; the binary as linked passes.
+#[test]
+fn the_output_check_names_a_site_without_its_nop() {
+    require!("cc");
+    let t = TempDir::new("table-nop");
+    let objects = fentry_objects(t.path());
+    let app = t.join("app");
+    run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), app.as_os_str()]).args(&objects)).ok();
+    bootprof_link::check::check_output(&app, &app).expect("the linked binary holds every NOP");
+    let (listing, _) = list(&app);
+    assert!(listing.count >= 4, "{}", listing.out);
+    for site in [&listing.sites[0], listing.sites.last().unwrap()] {
+        let mut bytes = read(&app);
+        // `call` with a zero displacement over the NOP.
+        let at = site.file_offset as usize;
+        bytes[at..at + site.len as usize].fill(0);
+        bytes[at] = 0xe8;
+        let broken = t.join("broken");
+        write(&broken, &bytes);
+        let err = bootprof_link::check::check_output(&broken, &app).unwrap_err();
+        let expected = format!(
+            "the site at {:#x} ({}+{:#x}) does not hold its NOP",
+            site.address, site.function, site.func_offset
+        );
+        assert!(err.to_string().contains(&expected), "{err}\n{expected}");
+        let (broken_listing, _) = list(&broken);
+        assert_eq!(
+            broken_listing.nop_ok,
+            listing.count - 1,
+            "{}",
+            broken_listing.out
+        );
+    }
+}

@@ -456,10 +456,106 @@ pub struct Sites<'a> {
     failed: bool,
 }
 
-impl Sites<'_> {
+/// Where a site is and what it holds: what [`Sites::places`] reads of each entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Address of the site.
+    pub site: u64,
+    /// Address of the stub the site called.
+    pub target: u64,
+    /// What the site is for.
+    pub kind: Kind,
+    /// The instruction it held.
+    pub form: Form,
+}
+
+impl<'a> Sites<'a> {
     fn fail<T>(&mut self, e: TableError) -> Option<Result<T, TableError>> {
         self.failed = true;
         Some(Err(e))
+    }
+
+    /// The same walk yielding each site's [`Place`] only, with the same checks (an entry's
+    /// kind and form, its target slot): for a reader that needs no names, such as the check
+    /// that every site of a linked binary holds its NOP.
+    pub fn places(self) -> impl Iterator<Item = Result<Place, TableError>> + 'a {
+        let mut sites = self;
+        core::iter::from_fn(move || {
+            let (at, e) = match sites.next_entry()? {
+                Ok(entry) => entry,
+                Err(e) => return sites.fail(e),
+            };
+            match sites.place(at, e) {
+                Ok(place) => Some(Ok(place)),
+                Err(e) => sites.fail(e),
+            }
+        })
+    }
+
+    /// The next entry's offset and bytes, reading the next fragment's header when the current
+    /// one has no entry left; `None` at the table's end or after an error.
+    #[inline]
+    fn next_entry(&mut self) -> Option<Result<(usize, &'a [u8; ENTRY_SIZE]), TableError>> {
+        if self.failed {
+            return None;
+        }
+        while self.left == 0 {
+            match self.next_fragment() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let at = self.pos;
+        self.last = at;
+        self.pos += self.entry_size;
+        self.left -= 1;
+        if self.left == 0 {
+            self.pos = self.pool.end;
+        }
+        // The header check put every entry inside the fragment.
+        let bytes: &'a [u8] = self.bytes;
+        let entry = bytes.get(at..at + ENTRY_SIZE);
+        match entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) {
+            Some(e) => Some(Ok((at, e))),
+            None => Some(Err(TableError::BadSize(at))),
+        }
+    }
+
+    /// The [`Place`] of the entry `e` at offset `at`: its kind and form checked, its site and
+    /// target resolved (through the fragment's slots in version 2, the slot index checked).
+    #[inline]
+    fn place(&self, at: usize, e: &[u8; ENTRY_SIZE]) -> Result<Place, TableError> {
+        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
+            return Err(TableError::BadEntry(at));
+        };
+        let base = self.base;
+        let (site, target) = match self.shared {
+            None => (
+                rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
+                rel(e, field::TARGET, base, at).unwrap_or(0),
+            ),
+            Some(shared) => {
+                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
+                let slot = word(field::TARGET);
+                if slot >= shared.count {
+                    return Err(TableError::BadEntry(at));
+                }
+                let slot = shared.targets + 4 * slot as usize;
+                let Some(d) = self.bytes.get(slot..slot + 4) else {
+                    return Err(TableError::BadEntry(at));
+                };
+                let distance = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64 as u64;
+                let target = (base + slot as u64).wrapping_add(distance);
+                (shared.text.wrapping_add(word(field::SITE) as u64), target)
+            }
+        };
+        Ok(Place {
+            site,
+            target,
+            kind,
+            form,
+        })
     }
 
     /// The name pool of the fragment the last site came from, as offsets into the table: what
@@ -568,56 +664,15 @@ impl Sites<'_> {
     /// The next site's [`SiteCore`]: as [`Iterator::next`], without reading its names.
     #[inline]
     pub fn next_core(&mut self) -> Option<Result<SiteCore, TableError>> {
-        if self.failed {
-            return None;
-        }
-        while self.left == 0 {
-            match self.next_fragment() {
-                Ok(true) => {}
-                Ok(false) => return None,
-                Err(e) => return self.fail(e),
-            }
-        }
-        let at = self.pos;
-        self.last = at;
-        self.pos += self.entry_size;
-        self.left -= 1;
-        if self.left == 0 {
-            self.pos = self.pool.end;
-        }
-        // The header check put every entry inside the fragment.
-        let entry = self.bytes.get(at..at + ENTRY_SIZE);
-        let Some(e) = entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) else {
-            return self.fail(TableError::BadSize(at));
+        let (at, e) = match self.next_entry()? {
+            Ok(entry) => entry,
+            Err(e) => return self.fail(e),
         };
-        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
-            return self.fail(TableError::BadEntry(at));
+        let place = match self.place(at, e) {
+            Ok(place) => place,
+            Err(e) => return self.fail(e),
         };
-        let base = self.base;
         let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-        let (site, target) = match self.shared {
-            None => (
-                rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
-                rel(e, field::TARGET, base, at).unwrap_or(0),
-            ),
-            Some(shared) => {
-                let slot = word(field::TARGET);
-                if slot >= shared.count {
-                    return self.fail(TableError::BadEntry(at));
-                }
-                let slot = shared.targets + 4 * slot as usize;
-                let Some(distance) = self.bytes.get(slot..slot + 4) else {
-                    return self.fail(TableError::BadEntry(at));
-                };
-                let distance =
-                    i32::from_le_bytes([distance[0], distance[1], distance[2], distance[3]]);
-                let target = (base + slot as u64).wrapping_add(distance as i64 as u64);
-                (
-                    shared.text.wrapping_add(u64::from(word(field::SITE))),
-                    target,
-                )
-            }
-        };
         let names = [
             field::PROVIDER,
             field::NAME,
@@ -626,11 +681,11 @@ impl Sites<'_> {
         ];
         Some(Ok(SiteCore {
             entry: at,
-            site,
-            target,
+            site: place.site,
+            target: place.target,
             func_offset: word(20),
-            kind,
-            form,
+            kind: place.kind,
+            form: place.form,
             names: names.map(|f| word(f) as i32),
         }))
     }

@@ -80,18 +80,55 @@ pub fn linked_sites(
 ) -> Result<Option<Vec<LinkedSite>>, Unreadable> {
     let mut sites = Vec::new();
     let mut tables = 0;
-    for section in elf.sections().filter(|s| s.name() == Ok(SECTION_NAME)) {
+    for (bytes, address) in tables_of(elf) {
         tables += 1;
-        let bytes = section.data().map_err(|e| Unreadable(e.to_string()))?;
-        for site in crate::sites(bytes, section.address()) {
+        for site in crate::sites(bytes?, address) {
             let site = site.map_err(|e| Unreadable(e.to_string()))?;
-            let len = site.form.len();
-            let expected = code::disabled_bytes(site.kind, site.form);
-            let nop = image
-                .bytes_at(site.site, len)
-                .is_some_and(|b| b == &expected[..len]);
+            let nop = holds_nop(image, site.site, site.kind, site.form);
             sites.push(LinkedSite { site, nop });
         }
     }
     Ok((tables > 0).then_some(sites))
+}
+
+/// The first site of `elf`'s tables (in table order) whose bytes are not its disabled bytes,
+/// read whole; `None` when every site holds its NOP or there is no table. The tables are read
+/// as [`linked_sites`] reads them, with the same errors, but only each site's place: what a
+/// check of the binary just linked needs.
+pub fn first_without_nop(
+    elf: &ElfFile64<'_, LE>,
+    image: &Image<'_>,
+) -> Result<Option<Site>, Unreadable> {
+    let unreadable = |e: crate::TableError| Unreadable(e.to_string());
+    for (bytes, address) in tables_of(elf) {
+        let bytes = bytes?;
+        for (i, place) in crate::sites(bytes, address).places().enumerate() {
+            let place = place.map_err(unreadable)?;
+            if !holds_nop(image, place.site, place.kind, place.form) {
+                // Entries before it read without error as places: they read whole too.
+                let site = crate::sites(bytes, address).nth(i);
+                return site.transpose().map_err(unreadable);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The bytes and address of each `bootprof_sites` section of `elf`.
+fn tables_of<'e, 'd: 'e>(
+    elf: &'e ElfFile64<'d, LE>,
+) -> impl Iterator<Item = (Result<&'d [u8], Unreadable>, u64)> + 'e {
+    elf.sections()
+        .filter(|s| s.name() == Ok(SECTION_NAME))
+        .map(|s| (s.data().map_err(|e| Unreadable(e.to_string())), s.address()))
+}
+
+/// Whether the bytes at `site` in `image` are the disabled bytes of a site of that kind and
+/// form.
+fn holds_nop(image: &Image<'_>, site: u64, kind: crate::Kind, form: crate::Form) -> bool {
+    let len = form.len();
+    let expected = code::disabled_bytes(kind, form);
+    image
+        .bytes_at(site, len)
+        .is_some_and(|b| b == &expected[..len])
 }

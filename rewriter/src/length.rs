@@ -1,0 +1,336 @@
+//! Instruction lengths for `decode::on_boundaries`: the length of the x86-64
+//! instruction at the start of a byte slice, for the encodings compilers emit most, without a
+//! full decoder.
+//!
+//! Takes a slice of 64-bit code; hands on `Some(length)` when the instruction is one of the
+//! forms below and iced-x86 decodes it as a valid instruction of that length, `None` for
+//! anything else (VEX/EVEX, x87, `lock`, `0x67`, far and system instructions, opcodes whose
+//! validity depends on their ModRM byte or prefix in ways not listed here, an instruction
+//! running past the slice or beyond 15 bytes). `None` is not a verdict: the caller decodes that
+//! instruction with iced. A `Some` that iced would not give is a wrong boundary check, so the
+//! tables stay on the safe side; the tests hold them to iced at every offset of real code and
+//! on random bytes.
+
+/// Legacy prefixes an instruction may carry here, as read before its REX byte and opcode.
+#[derive(Default, Clone, Copy)]
+struct Prefixes {
+    /// `0x66`: operand size 16 bits (or the SSE mandatory prefix).
+    operand_size: bool,
+    /// `0xf2` or `0xf3`: `repne`/`rep` (or the SSE mandatory prefix); `0` for none.
+    rep: u8,
+    /// REX.W: operand size 64 bits.
+    rex_w: bool,
+}
+
+impl Prefixes {
+    /// Size of a "z" immediate (16 or 32 bits): 2 bytes under `0x66` without REX.W, else 4.
+    fn imm_z(self) -> usize {
+        if self.operand_size && !self.rex_w {
+            2
+        } else {
+            4
+        }
+    }
+}
+
+/// Length of the instruction at the start of `code`, or `None` to let iced decode it.
+pub(crate) fn length(code: &[u8]) -> Option<usize> {
+    let mut p = Prefixes::default();
+    let mut i = 0;
+    // Legacy prefixes: operand size, rep/repne, and the segment overrides (`cs`/`ds` also
+    // mean branch hints and `notrack`). One `f2`/`f3` at most: with two, which one is the
+    // mandatory prefix of an SSE instruction is a rule left to iced.
+    loop {
+        match *code.get(i)? {
+            0x66 => p.operand_size = true,
+            0xf2 | 0xf3 if p.rep == 0 => p.rep = code[i],
+            0x26 | 0x2e | 0x36 | 0x3e | 0x64 | 0x65 => {}
+            _ => break,
+        }
+        i += 1;
+    }
+    let mut byte = *code.get(i)?;
+    if byte & 0xf0 == 0x40 {
+        p.rex_w = byte & 0x08 != 0;
+        i += 1;
+        byte = *code.get(i)?;
+    }
+    let rest = &code[i + 1..];
+    let tail = if byte == 0x0f {
+        two_byte(rest, p)?
+    } else {
+        one_byte(byte, rest, p)?
+    };
+    let len = i + 1 + tail;
+    (len <= 15 && len <= code.len()).then_some(len)
+}
+
+/// Bytes after the one-byte opcode `op` (ModRM, SIB, displacement, immediate) in `rest`.
+fn one_byte(op: u8, rest: &[u8], p: Prefixes) -> Option<usize> {
+    let modrm = |imm: usize| Some(modrm_len(rest)? + imm);
+    let reg = || rest.first().map(|m| (m >> 3) & 7);
+    match op {
+        // ALU r/m forms, then al/eax with an immediate.
+        0x00..=0x3f if op & 7 < 4 => modrm(0),
+        0x00..=0x3f if op & 7 == 4 => Some(1),
+        0x00..=0x3f if op & 7 == 5 => Some(p.imm_z()),
+        0x50..=0x5f | 0x90..=0x99 | 0x9c | 0x9d | 0xc3 | 0xc9 | 0xcc | 0xf4 | 0xf5 => Some(0),
+        0xa4..=0xa7 | 0xaa..=0xaf | 0xf8..=0xfd => Some(0),
+        0x63 | 0x84..=0x8b => modrm(0),
+        // Shifts and rotates; `/6` (an undocumented `sal`) left to iced.
+        0xd0..=0xd3 if reg()? != 6 => modrm(0),
+        0x68 => Some(p.imm_z()),
+        0x69 => modrm(p.imm_z()),
+        0x6a | 0x70..=0x7f | 0xa8 | 0xb0..=0xb7 | 0xcd | 0xeb if !jumps_with_66(op, p) => Some(1),
+        0x6b | 0x80 | 0x83 => modrm(1),
+        0xc0 | 0xc1 if reg()? != 6 => modrm(1),
+        0x81 => modrm(p.imm_z()),
+        0x8d if rest.first()? >> 6 != 3 => modrm(0),
+        0x8f if reg()? == 0 => modrm(0),
+        0xa9 => Some(p.imm_z()),
+        0xb8..=0xbf if p.rex_w => Some(8),
+        0xb8..=0xbf => Some(p.imm_z()),
+        0xc2 => Some(2),
+        0xc6 if reg()? == 0 => modrm(1),
+        0xc7 if reg()? == 0 => modrm(p.imm_z()),
+        0xc8 => Some(3),
+        0xe8 | 0xe9 if !p.operand_size => Some(4),
+        0xf6 if reg()? == 0 => modrm(1),
+        0xf6 if reg()? >= 2 => modrm(0),
+        0xf7 if reg()? == 0 => modrm(p.imm_z()),
+        0xf7 if reg()? >= 2 => modrm(0),
+        0xfe if reg()? <= 1 => modrm(0),
+        0xff if matches!(reg()?, 0 | 1 | 2 | 4 | 6) => modrm(0),
+        _ => None,
+    }
+}
+
+/// Whether `op` is a relative jump that `0x66` would make a 16-bit one: left to iced.
+fn jumps_with_66(op: u8, p: Prefixes) -> bool {
+    p.operand_size && matches!(op, 0x70..=0x7f | 0xeb)
+}
+
+/// Bytes after `0f` (the second opcode byte included) in `rest`.
+fn two_byte(rest: &[u8], p: Prefixes) -> Option<usize> {
+    let op = *rest.first()?;
+    let after = &rest[1..];
+    let modrm = |imm: usize| Some(1 + modrm_len(after)? + imm);
+    let sse = matches!(
+        op,
+        0x10 | 0x11 | 0x14 | 0x15 | 0x28 | 0x29 | 0x2a | 0x2c | 0x2d | 0x51 | 0x54..=0x59
+            | 0x5c..=0x5f | 0x6f | 0x7f | 0x5a | 0xef
+    );
+    // `f2`/`f3` only where the tables below say what they mean; with `66` as well on an SSE
+    // instruction, which of them is the mandatory prefix is iced's rule.
+    let rep_known = if sse {
+        !p.operand_size
+    } else {
+        matches!(op, 0xb8 | 0xbc | 0xbd)
+    };
+    if p.rep != 0 && !rep_known {
+        return None;
+    }
+    match op {
+        0x05 | 0x0b | 0xa2 | 0xc8..=0xcf => Some(1),
+        0x1f if (after.first()? >> 3) & 7 == 0 => modrm(0),
+        0x80..=0x8f if !p.operand_size => Some(5),
+        0x40..=0x4f | 0x90..=0x9f | 0xa3 | 0xa5 | 0xab | 0xad | 0xaf => modrm(0),
+        0xb0 | 0xb1 | 0xb6 | 0xb7 | 0xbe | 0xbf | 0xc0 | 0xc1 => modrm(0),
+        0xbc | 0xbd if p.rep != 0xf2 => modrm(0),
+        0xb8 if p.rep == 0xf3 => modrm(0),
+        0xa4 | 0xac => modrm(1),
+        0xba if (after.first()? >> 3) & 7 >= 4 => modrm(1),
+        // SSE with a mandatory prefix or none: the four variants of each are all valid.
+        0x10 | 0x11 | 0x51 | 0x58 | 0x59 | 0x5c..=0x5f | 0x5a => modrm(0),
+        // Packed only (no `f2`/`f3` form).
+        0x14 | 0x15 | 0x28 | 0x29 | 0x54..=0x57 | 0xef if p.rep == 0 => modrm(0),
+        0x2a | 0x2c | 0x2d if p.rep != 0 => modrm(0),
+        0x2e | 0x2f if p.rep == 0 => modrm(0),
+        0x6f | 0x7f if p.rep != 0xf2 => modrm(0),
+        _ => None,
+    }
+}
+
+/// Bytes of the ModRM byte at the start of `rest` with its SIB byte and displacement
+/// (64-bit addressing: no `0x67`).
+fn modrm_len(rest: &[u8]) -> Option<usize> {
+    let m = *rest.first()?;
+    let (md, rm) = (m >> 6, m & 7);
+    if md == 3 {
+        return Some(1);
+    }
+    let mut len = 1;
+    let mut base = rm;
+    if rm == 4 {
+        base = rest.get(1)? & 7;
+        len += 1;
+    }
+    len += match md {
+        0 if base == 5 => 4,
+        0 => 0,
+        1 => 1,
+        _ => 4,
+    };
+    Some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::length;
+    use iced_x86::{Decoder, DecoderOptions};
+
+    /// iced's length of the instruction at the start of `code`, `None` when it is invalid.
+    fn iced(code: &[u8]) -> Option<usize> {
+        let insn = Decoder::new(64, code, DecoderOptions::NONE).decode();
+        (!insn.is_invalid()).then(|| insn.len())
+    }
+
+    /// Every `Some` of [`length`] at every offset of `code` is iced's verdict; returns how many
+    /// offsets `length` answered.
+    fn agree(code: &[u8], what: &str) -> usize {
+        let mut answered = 0;
+        for at in 0..code.len() {
+            let window = &code[at..code.len().min(at + 16)];
+            if let Some(n) = length(window) {
+                assert_eq!(
+                    Some(n),
+                    iced(window),
+                    "{what}+{at:#x}: {:02x?}",
+                    &window[..n.min(window.len())]
+                );
+                answered += 1;
+            }
+        }
+        answered
+    }
+
+    #[test]
+    fn common_forms() {
+        let cases: &[(&[u8], usize)] = &[
+            (&[0x55], 1),                                     // push %rbp
+            (&[0x48, 0x89, 0xe5], 3),                         // mov %rsp,%rbp
+            (&[0x48, 0x83, 0xec, 0x10], 4),                   // sub $0x10,%rsp
+            (&[0x48, 0x8b, 0x44, 0x24, 0x08], 5),             // mov 0x8(%rsp),%rax
+            (&[0x8b, 0x05, 1, 2, 3, 4], 6),                   // mov x(%rip),%eax
+            (&[0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8], 10),      // movabs $imm64,%rax
+            (&[0x66, 0xb8, 1, 2], 4),                         // mov $imm16,%ax
+            (&[0xc7, 0x44, 0x24, 4, 1, 2, 3, 4], 8),          // movl $imm32,0x4(%rsp)
+            (&[0x66, 0xc7, 0x44, 0x24, 4, 1, 2], 7),          // movw $imm16,0x4(%rsp)
+            (&[0x66, 0x0f, 0x1f, 0x44, 0, 0], 6),             // nopw 0x0(%rax,%rax,1)
+            (&[0xf3, 0x0f, 0x1e, 0xfa], 4),                   // endbr64 (left to iced)
+            (&[0x0f, 0x85, 1, 2, 3, 4], 6),                   // jne rel32
+            (&[0xf2, 0x0f, 0x10, 0x05, 1, 2, 3, 4], 8),       // movsd x(%rip),%xmm0
+            (&[0x2e, 0x48, 0x8d, 0x84, 0x00, 1, 2, 3, 4], 9), // cs lea
+        ];
+        for &(code, len) in cases {
+            assert_eq!(iced(code), Some(len), "{code:02x?}");
+            // endbr64 is iced's: `f3 0f 1e` is not in the tables.
+            let expected = (!code.starts_with(&[0xf3, 0x0f, 0x1e])).then_some(len);
+            assert_eq!(length(code), expected, "{code:02x?}");
+        }
+        assert_eq!(length(&[0x48, 0x89, 0xe5]), Some(3));
+        assert_eq!(length(&[0x48, 0x89]), None, "runs past the slice");
+        assert_eq!(length(&[0xc4, 0xe2, 0x79, 0x18, 0xc0]), None, "VEX: iced's");
+    }
+
+    /// Random bytes from a fixed seed, biased to the prefixes and opcodes the tables know,
+    /// compared at every offset.
+    #[test]
+    fn agrees_with_iced_on_random_bytes() {
+        // splitmix64.
+        let mut state = 0x0123_4567_89ab_cdefu64;
+        let mut next = move || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        const LEADS: [u8; 12] = [
+            0x66, 0xf2, 0xf3, 0x2e, 0x3e, 0x64, 0x48, 0x41, 0x4c, 0x0f, 0x0f, 0x0f,
+        ];
+        let mut code = Vec::with_capacity(1 << 22);
+        while code.len() < 1 << 22 {
+            let r = next();
+            match r % 4 {
+                0 => code.push(LEADS[(r >> 8) as usize % LEADS.len()]),
+                _ => code.extend_from_slice(&(r >> 8).to_le_bytes()[..(r as usize >> 3) % 6 + 1]),
+            }
+        }
+        assert!(agree(&code, "random") > 1 << 20);
+    }
+
+    /// Every offset of the executable sections of this test program (rustc's code, and the C
+    /// library's start-up code linked into it) and of the C library (gcc's).
+    #[test]
+    fn agrees_with_iced_on_real_code() {
+        let mut files = vec!["/proc/self/exe".to_string()];
+        files.extend(
+            [
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            ]
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .map(|p| p.to_string()),
+        );
+        // A wider body on demand: a file listing ELF files, one a line.
+        if let Ok(list) = std::env::var("BOOTPROF_LENGTH_CORPUS") {
+            let list = std::fs::read_to_string(&list).unwrap();
+            files.extend(list.lines().filter(|s| !s.is_empty()).map(String::from));
+        }
+        let mut answered = 0;
+        for file in &files {
+            answered += agree_in_file(file);
+        }
+        assert!(answered > 100_000, "{answered} offsets compared");
+    }
+
+    /// The tables answer nearly every instruction of compiled code, so that iced is seldom
+    /// asked (and its tables, built on first use, seldom built): counted along the linear
+    /// decoding of this test program's text.
+    #[test]
+    fn answers_most_compiled_code() {
+        let (mut answered, mut all) = (0, 0);
+        each_text("/proc/self/exe", |text, _| {
+            let mut pos = 0;
+            while let Some(n) = iced(&text[pos..text.len().min(pos + 16)]) {
+                answered += usize::from(length(&text[pos..]).is_some());
+                all += 1;
+                pos += n;
+            }
+        });
+        assert!(answered * 100 > all * 97, "{answered} of {all}");
+    }
+
+    /// [`agree`] over each executable section of the ELF file `path`.
+    fn agree_in_file(path: &str) -> usize {
+        let mut answered = 0;
+        each_text(path, |text, name| {
+            answered += agree(text, &format!("{path} {name}"))
+        });
+        answered
+    }
+
+    /// Calls `f` with the bytes and name of each executable section of the ELF file `path` (an
+    /// object, a shared object or an executable; anything else has none).
+    fn each_text(path: &str, mut f: impl FnMut(&[u8], &str)) {
+        use object::elf::{FileHeader64, SHF_EXECINSTR, SHT_NOBITS};
+        use object::read::elf::{FileHeader, SectionHeader};
+        let le = object::LittleEndian;
+        let data = std::fs::read(path).unwrap();
+        let Ok(header) = FileHeader64::<object::LittleEndian>::parse(&*data) else {
+            return;
+        };
+        let sections = header.sections(le, &*data).unwrap();
+        for section in sections.iter() {
+            if section.sh_flags(le).0 & SHF_EXECINSTR.0 == 0 || section.sh_type(le) == SHT_NOBITS {
+                continue;
+            }
+            let name = sections.section_name(le, section).unwrap_or(b"?");
+            f(
+                section.data(le, &*data).unwrap(),
+                &String::from_utf8_lossy(name),
+            );
+        }
+    }
+}
