@@ -633,6 +633,8 @@ struct LiveView {
     other: Vec<String>,
     /// Records shown, lost (the reader fell behind), dropped (buffer full).
     closing: [u64; 3],
+    /// Records dropped, summed over bootprof's closing warnings of the session's lanes.
+    warned: u64,
 }
 
 impl LiveView {
@@ -648,6 +650,7 @@ impl LiveView {
             dropped: Vec::new(),
             other: Vec::new(),
             closing: [0; 3],
+            warned: 0,
         };
         for line in text.lines() {
             if let Some(n) = line
@@ -676,6 +679,13 @@ impl LiveView {
             .unwrap_or_else(|| panic!("no closing line: {err}"));
         let counts: Vec<u64> = closing.split(' ').filter_map(|w| w.parse().ok()).collect();
         view.closing = counts.try_into().unwrap();
+        // What the session's lanes dropped, as bootprof says at its end.
+        view.warned = err
+            .lines()
+            .filter_map(|l| l.strip_prefix("bootprof: warning: "))
+            .filter_map(|l| l.split_once(": ")?.1.split_once(" records dropped ("))
+            .map(|(n, _)| n.parse::<u64>().unwrap())
+            .sum();
         let [shown, lost, dropped] = view.closing;
         assert_eq!(
             closing,
@@ -810,6 +820,7 @@ fn the_live_view_counts_the_records_a_full_buffer_dropped() {
     let [shown, _, dropped] = view.closing;
     assert_eq!(shown + dropped, hits, "{:?}", view.closing);
     assert!(shown <= 1000, "{:?}", view.closing);
+    assert_eq!(view.warned, dropped, "the drops bootprof run warns of");
     view.holds_what_a_full_buffer_kept(&dir);
 
     let dir = w.path("s-attach");
@@ -817,6 +828,11 @@ fn the_live_view_counts_the_records_a_full_buffer_dropped() {
         &w,
         &dir,
         &[&["-e", "attach:odd", "--duration", "0.2"], &full[..]].concat(),
+    );
+    assert!(view.closing[2] > 0, "{:?}", view.closing);
+    assert_eq!(
+        view.warned, view.closing[2],
+        "the drops bootprof attach warns of"
     );
     view.holds_what_a_full_buffer_kept(&dir);
 }
