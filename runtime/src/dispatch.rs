@@ -167,19 +167,24 @@ fn record_only(site: &'static SiteRec, arg0: u64, slot: u64, graph: bool) -> boo
     // As in `fire_handlers`: a site disabled since this thread came in records nothing.
     if site.state() != site::DISABLED {
         if let Some((parent, _)) = parent_of(site, slot, graph, tsc) {
-            // As in `fire_handlers`: a -pg hook's parent, else rdi (a -finstrument-functions
-            // hook's this_fn, a probe's first argument).
-            let arg = if site.kind.records_parent() {
-                parent
-            } else {
-                arg0
-            };
             // No profile points: the caller saw the hit path's word without them.
-            crate::recorder::append(site, kind, arg, tsc);
+            crate::recorder::append(site, kind, record_arg(site, parent, arg0), tsc);
         }
     }
     crate::thread::leave();
     true
+}
+
+/// What a hit's record carries: a -pg hook's parent; else `rdi`, the first argument: a
+/// -finstrument-functions hook's this_fn (which names a function the compiler inlined into the
+/// enclosing one), a probe's own first argument.
+#[inline(always)]
+fn record_arg(site: &SiteRec, parent: u64, rdi: u64) -> u64 {
+    if site.kind.records_parent() {
+        parent
+    } else {
+        rdi
+    }
 }
 
 /// The parent of a hook's function, and whether its return is hooked: the word at `slot` (the
@@ -231,14 +236,7 @@ fn fire_handlers(
     });
     if record {
         if let Some(kind) = RecordKind::from_u8(site.rec_kind) {
-            // -pg hooks record their parent; -finstrument-functions hooks their this_fn (rdi),
-            // which names a function the compiler inlined into the enclosing one; probes their
-            // first argument.
-            let arg = if site.kind.records_parent() {
-                parent
-            } else {
-                args[0]
-            };
+            let arg = record_arg(site, parent, args[0]);
             // A call filter applies to the calls whose exits are recorded: not to the entries of
             // a hook without --graph.
             let entry_only = matches!(site.kind, Kind::Fentry | Kind::Mcount) && !hooked;

@@ -90,11 +90,7 @@ impl Counts {
 impl Process {
     /// The executable's file name (`?` when the lane does not say).
     pub fn name(&self) -> &str {
-        self.exe
-            .rsplit('/')
-            .next()
-            .filter(|n| !n.is_empty())
-            .unwrap_or("?")
+        exe_name(&self.exe)
     }
 
     /// `name-pid`, as the reports label a process: the executable's file name and the pid.
@@ -234,4 +230,12 @@ pub fn why_dropped(keep: Keep) -> &'static str {
         Keep::Start => "buffer full, or no room to grow the lane",
         Keep::Last | Keep::All => "no room to grow the lane",
     }
+}
+
+/// The file name of the executable at path `exe` (`?` when there is none).
+pub fn exe_name(exe: &str) -> &str {
+    exe.rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("?")
 }

@@ -146,13 +146,8 @@ pub fn dropped_records(dir: &Path) -> Vec<String> {
         if h.dropped == 0 {
             continue;
         }
-        let exe_area = &header[field::EXE..];
-        let exe = String::from_utf8_lossy(fmt::c_string(exe_area, 0, exe_area.len()));
-        let name = exe
-            .rsplit('/')
-            .next()
-            .filter(|n| !n.is_empty())
-            .unwrap_or("?");
+        let exe = String::from_utf8_lossy(exe_in_header(&header));
+        let name = crate::process::exe_name(&exe);
         let keep = Keep::from_u32(h.keep).unwrap_or(Keep::Start);
         lines.push(format!(
             "{name}-{}: {} records dropped ({})",
@@ -162,6 +157,13 @@ pub fn dropped_records(dir: &Path) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The executable's path in a lane header (`header`, at least [`LANE_HEADER_SIZE`] bytes): up to
+/// its NUL (its command line follows).
+fn exe_in_header(header: &[u8]) -> &[u8] {
+    let exe_area = &header[field::EXE..LANE_HEADER_SIZE];
+    fmt::c_string(exe_area, 0, exe_area.len())
 }
 
 /// The lane file at `path`, mapped (a lane of a keep-all run can be gigabytes; only the pages
@@ -210,7 +212,7 @@ fn lane_of_bytes<'a>(
         bytes.to_mut().resize(len, 0);
     }
     let exe_area = &bytes[field::EXE..LANE_HEADER_SIZE];
-    let exe_bytes = fmt::c_string(exe_area, 0, exe_area.len());
+    let exe_bytes = exe_in_header(&bytes);
     let exe = String::from_utf8_lossy(exe_bytes).into_owned();
     let args = exe_area[(exe_bytes.len() + 1).min(exe_area.len())..]
         .split(|&b| b == 0)
