@@ -369,19 +369,35 @@ mod tests {
     }
 
     /// The number of threads read where the kernel keeps it, and no one-pass writing while
-    /// another thread runs.
+    /// another thread runs. Checked in a forked child, whose threads are exactly the ones it
+    /// starts (the test harness runs other tests' threads beside this one).
     #[test]
     fn threads_counted_and_not_alone_with_another() {
-        let status = crate::sys::read_to_string(b"/proc/self/status").unwrap();
-        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-        let other = std::thread::spawn(move || stop_rx.recv());
-        let counted = threads().unwrap();
-        let listed = std::fs::read_dir("/proc/self/task").unwrap().count() as u64;
-        assert_eq!(counted, listed, "{status}");
-        assert!(counted >= 2);
-        assert_eq!(alone(|| 1), None);
-        stop_tx.send(()).unwrap();
-        other.join().unwrap().unwrap();
+        // SAFETY: the child only runs this test's code and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = std::panic::catch_unwind(|| {
+                assert_eq!(threads(), Some(1));
+                assert_eq!(alone(|| 7), Some(7));
+                let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+                let other = std::thread::spawn(move || stop_rx.recv());
+                assert_eq!(threads(), Some(2));
+                assert_eq!(alone(|| 7), None);
+                stop_tx.send(()).unwrap();
+                other.join().unwrap().unwrap();
+            })
+            .map_or(1, |()| 0);
+            // SAFETY: leaving the forked child without running the harness's exit code.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child's checks failed (status {status:#x})"
+        );
     }
 
     /// Writes in address order and out of it touch the same pages, merged into ranges; a write
