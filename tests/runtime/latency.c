@@ -12,6 +12,9 @@
  *                                       machine slows both down)
  *   latency frames N                    one probe, `latency:frame`, hit N times 1 ms apart; frame
  *                                       N/2 + 1 comes 100 ms after frame N/2
+ *   latency held MS                     a thread named holder enters hold_lock and takes a lock
+ *                                       (its HOLD); then one request (number 0) starts, waits for
+ *                                       the lock (WAIT/UNWAIT) the holder keeps for MS ms, and ends
  * Prints "done N background M" (M: background records) on success. */
 #include "check.h" /* first: it defines _GNU_SOURCE */
 #include <pthread.h>
@@ -59,6 +62,42 @@ __attribute__((noinline)) static void request(long n, double ms) {
     BOOTPROF_PROBE(latency, request_done, n);
 }
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int held;
+
+__attribute__((noinline)) static void hold_lock(double ms) {
+    BOOTPROF_ENTER();
+    pthread_mutex_lock(&lock);
+    BOOTPROF_HOLD(lock);
+    atomic_store(&held, 1);
+    busy(ms);
+    BOOTPROF_RELEASE(lock);
+    pthread_mutex_unlock(&lock);
+    BOOTPROF_EXIT();
+}
+
+NOT_TRACED static void *holder(void *arg) {
+    BOOTPROF_THREAD(holder);
+    hold_lock(*(double *)arg);
+    return NULL;
+}
+
+/* A request that starts while another thread holds the lock it needs. */
+NOT_TRACED static void held_request(double ms) {
+    pthread_t h;
+    CHECK(pthread_create(&h, NULL, holder, &ms) == 0, "pthread_create");
+    while (!atomic_load(&held)) {
+    }
+    busy(1.0);
+    BOOTPROF_PROBE(latency, request_start, 0);
+    BOOTPROF_WAIT(lock);
+    pthread_mutex_lock(&lock);
+    BOOTPROF_UNWAIT(lock);
+    pthread_mutex_unlock(&lock);
+    BOOTPROF_PROBE(latency, request_done, 0);
+    pthread_join(h, NULL);
+}
+
 NOT_TRACED static int is_slow(long i, int argc, char **argv) {
     for (int k = 4; k < argc; k++)
         if (atol(argv[k]) == i) return 1;
@@ -66,7 +105,7 @@ NOT_TRACED static int is_slow(long i, int argc, char **argv) {
 }
 
 NOT_TRACED int main(int argc, char **argv) {
-    CHECK(argc >= 3, "usage: latency requests N SLOW_MS SLOW... | growing SECONDS [BG REQ] | frames N");
+    CHECK(argc >= 3, "usage: latency requests N SLOW_MS SLOW... | growing SECONDS [BG REQ] | frames N | held MS");
     pthread_t t;
     CHECK(pthread_create(&t, NULL, background, NULL) == 0, "pthread_create");
     long done = 0;
@@ -91,6 +130,9 @@ NOT_TRACED int main(int argc, char **argv) {
             double took = now_ms() - start;
             if (took > longest) longest = took;
         }
+    } else if (!strcmp(argv[1], "held")) {
+        held_request(atof(argv[2]));
+        done = 1;
     } else if (!strcmp(argv[1], "frames")) {
         long n = atol(argv[2]);
         for (long i = 0; i < n; i++) {

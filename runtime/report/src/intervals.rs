@@ -5,7 +5,7 @@
 
 use bootprof_format::lane::{self as fmt, SlotStats};
 use bootprof_format::latency::{self as area, word, Area, Window};
-use bootprof_format::trace::Record;
+use bootprof_format::trace::{Record, RecordKind};
 
 /// What one process measured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +47,8 @@ pub struct Latency {
 pub struct KeptWindow {
     /// Its descriptor.
     pub window: Window,
-    /// Records of the window read (those of every thread between its FROM and TO records).
+    /// Records of the window read: those of every thread between its FROM and TO records, and
+    /// the calls, waits and holds still open at its FROM record that its chunks show.
     pub records: u64,
 }
 
@@ -113,27 +114,33 @@ impl KeptChunks {
         self.chunks.push((window, tid, before, k));
     }
 
-    /// The records of `latency`'s windows (each cut to its interval, every thread's; a record in
-    /// two windows once), in order per thread; counts each window's records into it. Chunks of
-    /// windows the descriptors do not name (a copy a crash interrupted, or a window freed) are
-    /// left out.
+    /// The records of `latency`'s windows, in order per thread (a record in two windows once),
+    /// counted into each window: of every thread, those of the window's interval, and before
+    /// them the ENTER, WAIT and HOLD records its copied chunks show still open when the interval
+    /// began (with their FRAME records), so that a call or a hold that began a little earlier
+    /// (a lock the waiting thread is blamed on) is shown from its own record, not lost. Chunks
+    /// of windows the descriptors do not name (a copy a crash interrupted, or a window freed)
+    /// are left out.
     pub(crate) fn records(
         mut self,
         chunks: &[u8],
         latency: &mut Latency,
         stats: &mut SlotStats,
     ) -> Vec<Record> {
+        // Each window's chunks of one thread together, in the order the thread wrote them.
         self.chunks
-            .sort_unstable_by_key(|&(w, tid, before, _)| (tid, before, w));
+            .sort_unstable_by_key(|&(w, tid, before, _)| (w, tid, before));
         // (thread, records before its chunk, place in the chunk): the same record in two windows'
         // copies of one chunk has the same key (a later copy holds what an earlier one did, and
         // more), so it is kept once, and the keys order a thread's records as it wrote them.
-        let mut keyed: Vec<((u32, u64, u32), Record)> = Vec::new();
+        let mut keyed: Vec<(Key, Record)> = Vec::new();
+        let mut open = OpenAtStart::default();
+        let mut group = None;
         for &(number, tid, before, k) in &self.chunks {
-            let Some(w) = latency
+            let Some(i) = latency
                 .windows
-                .iter_mut()
-                .find(|w| w.window.number == number)
+                .iter()
+                .position(|w| w.window.number == number)
             else {
                 continue;
             };
@@ -143,21 +150,87 @@ impl KeptChunks {
             else {
                 continue;
             };
+            if group != Some((i, tid)) {
+                // The last group's thread's open records, if none of its records fell in the
+                // interval.
+                if let Some((last, _)) = group {
+                    latency.windows[last].records += open.take_into(&mut keyed);
+                }
+                group = Some((i, tid));
+            }
+            let w = &mut latency.windows[i];
             let (from, to) = (w.window.from_tsc, w.window.to_tsc);
             let mut nth = 0u32;
             let s = fmt::slot_records(base, slots, |r| {
-                if (from..=to).contains(&r.tsc) {
-                    w.records += 1;
-                    keyed.push(((tid, before, nth), r.record(tid)));
-                }
+                let key = (tid, before, nth);
                 nth += 1;
+                if r.tsc < from {
+                    open.before_start(key, r.record(tid));
+                } else if r.tsc <= to {
+                    w.records += open.take_into(&mut keyed) + 1;
+                    keyed.push((key, r.record(tid)));
+                }
             });
             stats.torn += s.torn;
             stats.bad += s.bad;
         }
+        if let Some((last, _)) = group {
+            latency.windows[last].records += open.take_into(&mut keyed);
+        }
         keyed.sort_by_key(|&(key, _)| key);
         keyed.dedup_by_key(|&mut (key, _)| key);
         keyed.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+/// Where a record was in its thread's lane: (thread, records before its chunk, place in it).
+type Key = (u32, u64, u32);
+
+/// One thread's records before a window's interval, read in order: the ENTER, WAIT and HOLD
+/// records not yet closed (each with the FRAME records that follow it).
+#[derive(Default)]
+struct OpenAtStart {
+    open: Vec<Vec<(Key, Record)>>,
+    /// The last record read opened the innermost entry of `open` (its FRAMEs follow it).
+    last_opened: bool,
+}
+
+impl OpenAtStart {
+    fn before_start(&mut self, key: Key, r: Record) {
+        use RecordKind::*;
+        let opener = match r.kind {
+            Enter | Wait | Hold => {
+                self.open.push(vec![(key, r)]);
+                self.last_opened = true;
+                return;
+            }
+            Frame => {
+                if let (true, Some(top)) = (self.last_opened, self.open.last_mut()) {
+                    top.push((key, r));
+                }
+                return;
+            }
+            Exit => Enter,
+            Unwait => Wait,
+            Release => Hold,
+            Event | Thread => {
+                self.last_opened = false;
+                return;
+            }
+        };
+        self.last_opened = false;
+        // A close ends the innermost open record of its kind (and whatever it left open).
+        if let Some(i) = self.open.iter().rposition(|o| o[0].1.kind == opener) {
+            self.open.truncate(i);
+        }
+    }
+
+    /// Hands on the records still open (the interval begins), and how many; starts afresh.
+    fn take_into(&mut self, keyed: &mut Vec<(Key, Record)>) -> u64 {
+        self.last_opened = false;
+        let before = keyed.len();
+        keyed.extend(self.open.drain(..).flatten());
+        (keyed.len() - before) as u64
     }
 }
 

@@ -210,6 +210,46 @@ fn one_probe_measures_from_each_hit_to_the_next() {
     assert_eq!(frames, [50, 51]);
 }
 
+/// A request that waits for a lock another thread took just before the request began: its
+/// window shows the holder's call and HOLD from their own records (before the interval), so the
+/// wait is blamed on the holder; nothing else of the time before the interval is shown.
+#[test]
+fn a_hold_taken_before_the_interval_is_shown_and_blamed() {
+    let w = Work::new("latency-held");
+    w.build("latency", &["latency.c"], &[], &[]);
+    for (i, mode) in ["trap", "call"].into_iter().enumerate() {
+        let dir = format!("s{i}");
+        let (t, o) = latency_run(
+            &w,
+            &dir,
+            &["--latency", REQUESTS, "--mode", mode],
+            &["./latency", "held", "30"],
+        );
+        assert!(ok(&o).contains("done 1"), "{mode}");
+        let l = latency_of(&t);
+        assert_eq!(l.count, 1, "{mode}");
+        let win = l.windows[0].window;
+        let before: Vec<String> = t
+            .records
+            .iter()
+            .filter(|r| r.tsc < win.from_tsc)
+            .map(|r| {
+                let site = &t.sites[r.site as usize];
+                format!("{:?} {} {}", r.kind, site.function, site.name)
+            })
+            .collect();
+        assert_eq!(
+            before,
+            ["Enter hold_lock enter", "Hold hold_lock lock"],
+            "{mode}"
+        );
+        assert_eq!(t.records.len() as u64, l.windows[0].records, "{mode}");
+        assert_eq!(hits(&t, "request_start").len(), 1, "{mode}");
+        let summary = report_of(&w, &dir, "summary");
+        assert!(summary.contains("blamed on holder"), "{mode}: {summary}");
+    }
+}
+
 /// Many seconds of requests, each longer than the last (a new longest nearly every time, so a
 /// window is copied and the previous one freed at nearly every request): the lane stays within
 /// its rings, the latency area and two windows, far less than what was recorded.
