@@ -8,8 +8,8 @@
 //! it (the archive itself is linked when that fails).
 //!
 //! Executables and shared objects alike carry the runtime; of several copies in one process, the
-//! one the global lookup scope resolves the entry points to serves (runtime/src/serving.rs), so
-//! an executable exports all of its entry points.
+//! executable's serves, found by the others through a note its runtime object carries
+//! (runtime/src/serving.rs), else the one the global lookup scope resolves the entry points to.
 //!
 //! The same files answer `--print-runtime`, `--print-shared-runtime`, `--print-include-dir` and
 //! `--print-pkg-config-dir` ([`Query`]): where a build finds the header and the runtime without
@@ -267,12 +267,14 @@ pub fn runtime_args(
     Ok(entry_point_args(output, libraries, exports, walks_stacks))
 }
 
-/// The entry points (`bootprof_*`, `__wrap_*`: default-visibility globals it defines) of the runtime object
-/// `object` that an executable exports, by name; `None` for a shared object's output, or when
-/// `object` is not a relocatable object (an archive `BOOTPROF_RUNTIME` names whose prelink
-/// failed): the patterns [`EXPORTED`] then export them. Names, not patterns: GNU ld matches
-/// every symbol of the link against each pattern with `fnmatch` in wide characters (a quarter
-/// of its work on a 20,000-function program), a name with one hash lookup.
+/// The entry points (`bootprof_*`, `__wrap_*`: default-visibility globals it defines) of the
+/// runtime object `object` that an executable exports, by name: none when the object carries
+/// the note by which shared objects' copies of the runtime find the executable's
+/// ([`ENTRIES_NOTE`]); `None` for a shared object's output, or when `object` is not a
+/// relocatable object (an archive `BOOTPROF_RUNTIME` names whose prelink failed): the patterns
+/// [`EXPORTED`] then export them. Exporting costs GNU ld a match of every symbol of the link
+/// against the dynamic list (a fifth of its work on a 20,000-function program, whatever the
+/// list holds); names, not patterns, at least spare it `fnmatch` in wide characters.
 fn exported_names(object: &Path, output: Output) -> Option<Vec<String>> {
     use object::read::elf::Sym;
     if output != Output::Executable {
@@ -280,6 +282,10 @@ fn exported_names(object: &Path, output: Output) -> Option<Vec<String>> {
     }
     let data = crate::elf::map(object).ok()?;
     let obj = crate::elf::Object::parse(&data, &object.display().to_string()).ok()?;
+    let has_note = (0..obj.sections.len()).any(|i| obj.section_name(i) == ENTRIES_NOTE);
+    if has_note {
+        return Some(Vec::new());
+    }
     let mut names: Vec<String> = obj
         .symbols
         .iter()
@@ -319,10 +325,10 @@ fn names_the_c_library(line: &LinkLine) -> bool {
 
 /// `libraries` (what links the runtime) with the flags around them: `-u` pulls the runtime's
 /// registration entry points in (the stubs refer to them only weakly), `--wrap` sends the
-/// program's calls of [`WRAPPED`] to the runtime, and an executable exports every entry point
-/// (`bootprof_*`, `__wrap_*`: `exports` by name, else by [`EXPORTED`]), so that the shared
-/// objects it loads bind their calls to its runtime rather than to their own copies (a shared
-/// object's are default-visibility globals, exported anyway).
+/// program's calls of [`WRAPPED`] to the runtime, and an executable exports `exports` (else the
+/// entry points by [`EXPORTED`]: a runtime in a Rust program's crate, which may not carry the
+/// note), so that the shared objects it loads bind their calls to its runtime rather than to
+/// their own copies (a shared object's are default-visibility globals, exported anyway).
 fn entry_point_args(
     output: Output,
     libraries: Vec<String>,
@@ -356,6 +362,10 @@ fn entry_point_args(
     }
     v
 }
+
+/// The section of a runtime object whose note leads a shared object's copy of the runtime to the
+/// executable's entry points (runtime/src/serving.rs): with it, an executable exports nothing.
+const ENTRIES_NOTE: &str = ".note.bootprof";
 
 /// The runtime's entry points an executable exports, as the linkers' `--export-dynamic-symbol`
 /// takes them (glob patterns: GNU ld since 2.35, lld since 11).

@@ -3,25 +3,31 @@
 //! (the feature `shared-object`, what `bootprof-link` links into `-shared` outputs), the copy
 //! they belong to when it is another one.
 //!
-//! Every object `bootprof-link` links carries the runtime: an executable exports its entry
-//! points (`bootprof_*`, `__wrap_*`), a shared object has them as default-visibility globals. An
-//! object's calls to them (the registration constructor's, the C API's, the wrapped `longjmp`'s)
-//! therefore bind to the first definition in the process's global lookup scope (the executable,
-//! the libraries loaded at start-up, then those loaded `RTLD_GLOBAL`), or, when the global scope
+//! Every object `bootprof-link` links carries the runtime, and every copy a note
+//! (`.note.bootprof`, see [`NOTE_NAME`]) that leads to its entry points (`bootprof_*`,
+//! `__wrap_*`). A shared object's are default-visibility globals, so an object's calls to them
+//! (the registration constructor's, the C API's, the wrapped `longjmp`'s) bind to the first
+//! definition in the process's global lookup scope (the libraries loaded at start-up, then
+//! those loaded `RTLD_GLOBAL`; an executable exports none of its own), or, when the global scope
 //! has none, to the first in the object's own (a library `dlopen`ed `RTLD_LOCAL`: itself). The
-//! rule: the copy that serves is the one the global scope resolves `bootprof_register` to. A copy
-//! in a shared object, when first called:
+//! rule: the executable's copy serves when it has one (its note says so); otherwise the one
+//! the global scope resolves `bootprof_register` to. A copy in a shared object, when first
+//! called:
 //!
-//! - if the global scope has no `bootprof_register`, or has its own, it serves, and first puts
-//!   its object into the global scope and pins it there (`dlopen` of its own file with
+//! - if the executable carries the runtime, this copy never serves: each of its entry points
+//!   ([`HANDED_ON`]) hands its call on to the executable's of the same name, from the table the
+//!   note leads to (found with `dl_iterate_phdr`: no symbol is looked up or exported);
+//! - else, if the global scope has no `bootprof_register`, or has its own, it serves, and first
+//!   puts its object into the global scope and pins it there (`dlopen` of its own file with
 //!   `RTLD_NOLOAD | RTLD_GLOBAL | RTLD_NODELETE`): every object loaded afterwards binds to it,
 //!   and `dlclose` never unmaps it (sites of other objects point at its trampolines);
-//! - if the global scope resolves the name to another copy, this one never serves: each of its
-//!   entry points ([`HANDED_ON`]) hands its call on to that copy's of the same name (pinned, or
-//!   in the executable, so the pointers stay good). That happens to an object bound to its own
-//!   copy before another was promoted: one whose constructor ran after a library loaded by an
-//!   earlier constructor had taken the global scope (with lazy binding only its registration
-//!   reaches its own copy; bound at load, `-z now` or `RTLD_NOW`, all its calls do).
+//! - if the global scope resolves the name to another copy, this one never serves: its entry
+//!   points hand their calls on to that copy's (pinned, or in an executable that an older
+//!   `bootprof-link` made export them, so the pointers stay good). That happens to an object
+//!   bound to its own copy before another was promoted: one whose constructor ran after a
+//!   library loaded by an earlier constructor had taken the global scope (with lazy binding only
+//!   its registration reaches its own copy; bound at load, `-z now` or `RTLD_NOW`, all its
+//!   calls do).
 //!
 //! A copy decides at its first registration or C API call. The wrappers of `longjmp` and the
 //! stack walkers, which may run in a signal handler, never decide (`dlopen` is not
@@ -29,35 +35,84 @@
 
 use core::ffi::{c_char, c_void, CStr};
 
-/// The entry points a copy that does not serve hands on, as [`Elsewhere`] holds them.
-const HANDED_ON: [&CStr; 26] = [
-    c"bootprof_register",
-    c"bootprof_unregister",
-    c"bootprof_last_error",
-    c"bootprof_enable",
-    c"bootprof_enable_mode",
-    c"bootprof_disable",
-    c"bootprof_notrace",
-    c"bootprof_stacktrace",
-    c"bootprof_set_graph",
-    c"bootprof_clear_notrace",
-    c"bootprof_add_handler",
-    c"bootprof_remove_handler",
-    c"bootprof_hits",
-    c"bootprof_site_count",
-    c"bootprof_site_info",
-    c"bootprof_check",
-    c"bootprof_record",
-    c"bootprof_dump",
-    c"bootprof_count_points",
-    c"bootprof_print_points",
-    c"__wrap_longjmp",
-    c"__wrap__longjmp",
-    c"__wrap_siglongjmp",
-    c"__wrap___longjmp_chk",
-    c"__wrap_backtrace",
-    c"__wrap__Unwind_Backtrace",
+/// The entry points a copy that does not serve hands on ([`HANDED_ON`], as [`Elsewhere`] holds
+/// them), and this copy's own, in the same order ([`ENTRIES`], which the note names).
+macro_rules! entry_points {
+    ($($module:ident::$name:ident),* $(,)?) => {
+        const HANDED_ON: [&CStr; [$(stringify!($name)),*].len()] =
+            [$(c_name(concat!(stringify!($name), "\0"))),*];
+        /// This copy's entry points, in [`HANDED_ON`]'s order.
+        static ENTRIES: Entries = Entries([$(crate::$module::$name as *const ()),*]);
+    };
+}
+
+entry_points![
+    capi::bootprof_register,
+    capi::bootprof_unregister,
+    capi::bootprof_last_error,
+    capi::bootprof_enable,
+    capi::bootprof_enable_mode,
+    capi::bootprof_disable,
+    capi::bootprof_notrace,
+    capi::bootprof_stacktrace,
+    capi::bootprof_set_graph,
+    capi::bootprof_clear_notrace,
+    capi::bootprof_add_handler,
+    capi::bootprof_remove_handler,
+    capi::bootprof_hits,
+    capi::bootprof_site_count,
+    capi::bootprof_site_info,
+    capi::bootprof_check,
+    capi::bootprof_record,
+    capi::bootprof_dump,
+    capi::bootprof_count_points,
+    capi::bootprof_print_points,
+    graph::__wrap_longjmp,
+    graph::__wrap__longjmp,
+    graph::__wrap_siglongjmp,
+    graph::__wrap___longjmp_chk,
+    graph::__wrap_backtrace,
+    graph::__wrap__Unwind_Backtrace,
 ];
+
+/// The name `name` (with its NUL) as a C string, at compile time.
+const fn c_name(name: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(name.as_bytes()) {
+        Ok(c) => c,
+        Err(_) => panic!("an entry point's name"),
+    }
+}
+
+/// This copy's entry points, for a shared object's copy to hand its calls on to when this copy
+/// is the executable's (found through [`NOTE_NAME`]'s note, not through exported symbols).
+#[repr(C)]
+struct Entries([*const (); HANDED_ON.len()]);
+
+// SAFETY: addresses of functions, never written.
+unsafe impl Sync for Entries {}
+
+/// The note every copy carries (`.note.bootprof`, `SHF_ALLOC`, so the final link gives it a
+/// `PT_NOTE` segment), of name [`NOTE_NAME`] and type [`NOTE_ENTRIES`]; its 16-byte descriptor:
+/// the number of entry points (u32), 4 bytes of zero, and the distance in bytes from the eighth
+/// byte of the descriptor to [`ENTRIES`] (i64, resolved by the final link: no run-time
+/// relocation, nothing exported).
+const NOTE_NAME: &[u8] = b"bootprof\0";
+/// See [`NOTE_NAME`].
+const NOTE_ENTRIES: u32 = 0x4250_0001;
+
+core::arch::global_asm!(
+    ".pushsection .note.bootprof,\"a\",@note",
+    ".balign 4",
+    ".long 9, 16, {kind}",
+    ".asciz \"bootprof\"",
+    ".balign 4",
+    ".long {count}, 0",
+    "1: .quad {entries} - 1b",
+    ".popsection",
+    kind = const NOTE_ENTRIES,
+    count = const HANDED_ON.len(),
+    entries = sym ENTRIES,
+);
 
 /// In a copy of the runtime that does not serve, hands the call of the entry point `$name` (one
 /// of [`HANDED_ON`]) on to the serving copy's, and returns what that returns. `$lookup` is
@@ -152,9 +207,13 @@ fn object_of(addr: *const c_void) -> Option<(usize, *const c_char)> {
     }
 }
 
-/// The global scope's definitions of [`HANDED_ON`] when another object defines
+/// The serving copy's entry points when another copy serves: the executable's (its note names
+/// them), else the global scope's definitions of [`HANDED_ON`] when another object defines
 /// `bootprof_register` and `bootprof_unregister`; `None` when this copy serves.
 fn decide() -> Option<Elsewhere> {
+    if let Some(decided) = decided_by_note() {
+        return decided;
+    }
     // SAFETY: dlopen(NULL) hands back the main program, whose scope dlsym then searches: the
     // executable, the libraries loaded at start-up, those loaded RTLD_GLOBAL since.
     let main = unsafe { libc::dlopen(core::ptr::null(), libc::RTLD_LAZY) };
@@ -167,6 +226,95 @@ fn decide() -> Option<Elsewhere> {
     let theirs = object_of(found[0] as *const c_void).map(|(base, _)| base);
     let elsewhere = found[0] != 0 && found[1] != 0 && theirs.is_some() && theirs != own;
     elsewhere.then_some(Elsewhere(found))
+}
+
+/// The decision when the main program carries the runtime (its copy serves; `Some(None)` when
+/// it is this one); `None` when it does not.
+fn decided_by_note() -> Option<Option<Elsewhere>> {
+    let entries = main_program_entries()?;
+    Some((entries.as_ptr() != ENTRIES.0.as_ptr()).then(|| {
+        let mut found = [0; HANDED_ON.len()];
+        for (f, &e) in found.iter_mut().zip(entries) {
+            *f = e as usize;
+        }
+        Elsewhere(found)
+    }))
+}
+
+/// A shared object's copy decides at load, before its object's sites register (priority 99, the
+/// stubs' constructor), when the executable carries the runtime: so the entry points that may
+/// run in a signal handler (which never decide) hand on to it from the start. Otherwise the
+/// decision waits for the first call (it may need `dlopen`).
+#[cfg(feature = "shared-object")]
+#[used]
+#[link_section = ".init_array.00098"]
+static DECIDE_AT_LOAD: extern "C" fn() = {
+    extern "C" fn decide_at_load() {
+        if let Some(decided) = decided_by_note() {
+            let _ = DECIDED.set(decided);
+        }
+    }
+    decide_at_load
+};
+
+/// The entry points of the main program's copy of the runtime, from its note (see
+/// [`NOTE_NAME`]); `None` when it has none (an executable linked with `--no-runtime`, by an
+/// older `bootprof-link`, or not by `bootprof-link`).
+fn main_program_entries() -> Option<&'static [*const ()]> {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        found: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader hands the main program's description first, valid for the call;
+        // its PT_NOTE segments are mapped and readable.
+        unsafe {
+            let info = &*info;
+            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+                let at = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                let notes = core::slice::from_raw_parts(at as *const u8, ph.p_memsz as usize);
+                if let Some(entries) = entries_in(notes) {
+                    *found.cast::<Option<&[*const ()]>>() = Some(entries);
+                    break;
+                }
+            }
+        }
+        1
+    }
+    let mut found: Option<&'static [*const ()]> = None;
+    // SAFETY: `first` writes only `found`, and stops the walk at the first object.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut found).cast()) };
+    found
+}
+
+/// The entry points the bootprof note among `notes` (a `PT_NOTE` segment's bytes, mapped) names.
+///
+/// # Safety
+/// A bootprof note in `notes` is one a copy of the runtime made: its table is mapped.
+unsafe fn entries_in(notes: &[u8]) -> Option<&'static [*const ()]> {
+    let word = |at: usize| {
+        let b = notes.get(at..at + 4)?;
+        Some(u32::from_ne_bytes(b.try_into().ok()?) as usize)
+    };
+    let mut at = 0;
+    while let (Some(namesz), Some(descsz), Some(kind)) = (word(at), word(at + 4), word(at + 8)) {
+        let name = at + 12;
+        let desc = name + namesz.next_multiple_of(4);
+        let next = desc.checked_add(descsz.next_multiple_of(4))?;
+        if notes.get(name..name + namesz) == Some(NOTE_NAME)
+            && kind == NOTE_ENTRIES as usize
+            && descsz >= 16
+        {
+            let count = word(desc)?.min(HANDED_ON.len());
+            let offset = i64::from_ne_bytes(notes.get(desc + 8..desc + 16)?.try_into().ok()?);
+            let table = notes[desc + 8..].as_ptr().wrapping_offset(offset as isize);
+            // SAFETY: per the contract: the note's distance leads to its copy's table.
+            return Some(unsafe { core::slice::from_raw_parts(table.cast(), count) });
+        }
+        at = next;
+    }
+    None
 }
 
 /// Puts this copy's object into the global scope and keeps it loaded for good; a note on stderr

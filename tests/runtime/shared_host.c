@@ -3,7 +3,8 @@
  * (and RTLD_LAZY: calls bound when first made).
  * It calls LIB_work 10 times for each, then prints what each library's runtime calls answer
  * (the sites and the hits of every `*:work` probe: with one runtime serving, every library sees
- * all of them) and which object's runtime the process resolves `bootprof_register` to. */
+ * all of them) and which object the global scope resolves `bootprof_register` to (without a
+ * runtime in the host, the copy that serves; the host's own exports none). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -60,6 +61,6 @@ int main(int argc, char **argv) {
 #ifdef HOST_PROBE
     printf("host: %zu sites, %ld hits\n", bootprof_site_count(), bootprof_hits("*:work"));
 #endif
-    printf("served by %s\n", object_of(dlsym(RTLD_DEFAULT, "bootprof_register")));
+    printf("global bootprof_register in %s\n", object_of(dlsym(RTLD_DEFAULT, "bootprof_register")));
     return 0;
 }

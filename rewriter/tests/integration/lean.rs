@@ -3,8 +3,8 @@
 //! brings no Rust standard library, no unwinder, no `libgcc_s`, no dynamic loader by name), and
 //! its `-static` and `-static-pie` links are made without a word from the linker (the standard
 //! library's `getaddrinfo` and `getpwuid_r` made glibc warn) and work: disabled, the program's
-//! output; enabled from the environment, a trace of `main`. An executable exports the runtime's
-//! entry points, each by name.
+//! output; enabled from the environment, a trace of `main`. An executable exports none of the
+//! runtime's entry points: its note leads shared objects' copies of the runtime to them.
 
 use crate::util::{cmd, needed, require, run, write, TempDir, BOOTPROF};
 use std::path::Path;
@@ -98,24 +98,61 @@ fn entry_points(file: &Path, dynamic: bool) -> Vec<String> {
     names
 }
 
-/// An executable exports every entry point of the runtime it carries, and nothing else of its
-/// names (bootprof-link names each one to the linker rather than a `bootprof_*` pattern, which
-/// GNU ld matches against every symbol of the link).
+/// An executable exports none of the runtime's symbols (GNU ld matches every symbol of a link
+/// against any dynamic list, whatever it holds): the runtime object's note, in a `PT_NOTE`
+/// segment of the executable, leads its shared objects' copies of the runtime to its entry
+/// points instead.
 #[test]
-fn an_executable_exports_the_runtime_entry_points() {
+fn an_executable_exports_nothing_and_carries_the_runtime_note() {
     require!("readelf");
     let t = TempDir::new("lean-exports");
     let runtime = run(cmd(crate::util::link_bin(), ["--print-runtime"])).ok();
-    let expected = entry_points(Path::new(runtime.stdout.trim()), false);
+    let defined = entry_points(Path::new(runtime.stdout.trim()), false);
     assert!(
-        expected.iter().any(|n| n == "bootprof_register")
-            && expected.iter().any(|n| n == "__wrap_longjmp"),
-        "{expected:?}"
+        defined.iter().any(|n| n == "bootprof_register")
+            && defined.iter().any(|n| n == "__wrap_longjmp"),
+        "{defined:?}"
     );
     for (name, link) in [("exports", &[][..]), ("exports-lld", &["-fuse-ld=lld"][..])] {
         let (_, ours) = hello(&t, name, &[], link);
-        assert_eq!(entry_points(&ours, true), expected, "{name}");
+        assert_eq!(entry_points(&ours, true), Vec::<String>::new(), "{name}");
+        let headers = run(cmd("readelf", ["-lW"]).arg(&ours)).ok().stdout;
+        assert!(
+            note_segments(&headers)
+                .iter()
+                .any(|sections| sections.contains(&".note.bootprof")),
+            "{name}: no PT_NOTE holds .note.bootprof:\n{headers}"
+        );
+        let notes = run(cmd("readelf", ["-nW"]).arg(&ours)).ok().stdout;
+        assert!(
+            notes.contains("bootprof") && notes.contains("0x42500001"),
+            "{name}:\n{notes}"
+        );
     }
+}
+
+/// The sections of each `PT_NOTE` segment in `readelf -lW`'s output `headers`.
+fn note_segments(headers: &str) -> Vec<Vec<&str>> {
+    let segments: Vec<&str> = headers
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("Type"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mapping: Vec<Vec<&str>> = headers
+        .lines()
+        .skip_while(|l| !l.contains("Section to Segment mapping"))
+        .skip(2)
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    segments
+        .iter()
+        .zip(mapping)
+        .filter(|(kind, _)| **kind == "NOTE")
+        .map(|(_, sections)| sections)
+        .collect()
 }
 
 #[test]

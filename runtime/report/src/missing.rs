@@ -109,6 +109,10 @@ fn runtime(path: &Path) -> Runtime {
     let Ok(file) = object::File::parse(&*data) else {
         return Runtime::Absent;
     };
+    // The runtime's note: a stripped executable exports none of its symbols.
+    if file.section_by_name(".note.bootprof").is_some() {
+        return Runtime::Defined;
+    }
     let mut found = Runtime::Absent;
     for s in file.symbols().chain(file.dynamic_symbols()) {
         if s.name() != Ok("bootprof_register") {

@@ -337,3 +337,43 @@ fn profile_points_count_from_the_start_with_points_else_from_the_first_reader() 
         }
     }
 }
+
+/// A shared library (carrying its own copy of the runtime, loaded with `dlopen`) longjmps across
+/// hooked frames of its own and of a host that carries the runtime and exports none of it: the
+/// library's wrapped longjmp reaches the host's runtime (which serves, found by its note, and
+/// holds the shadow stack of both objects' frames), so the frames jumped over get their exits
+/// and the host's return through the trampoline correctly. -pg -mfentry, GNU ld and lld (`-z now`: every call of the library
+/// bound at load to its own copy), both modes.
+#[test]
+fn graph_exits_survive_a_longjmp_from_a_shared_library() {
+    let w = Work::new("graph-shared");
+    let pg = ["-pg", "-mfentry"];
+    for (suffix, ldflags) in [("", &[][..]), ("-lld", &["-fuse-ld=lld", "-Wl,-z,now"][..])] {
+        let mut lib_flags = vec!["-shared"];
+        lib_flags.extend(ldflags);
+        let lib = format!("libgraph{suffix}.so");
+        w.build(&lib, &["graph_lib.c"], &pg, &lib_flags);
+        let rpath = format!("-Wl,-rpath,{}", w.0.display());
+        let mut flags = vec![rpath.as_str(), "-ldl"];
+        flags.extend(ldflags);
+        let exe = w.build(&format!("host{suffix}"), &["graph_host.c"], &pg, &flags);
+        let plain = ok(&run(&exe, &[&lib], &[]));
+        // 10 * (x + 2) for x = 1, 2, 3.
+        assert_eq!(plain, "longjmp across a library 120\n");
+        for mode in ["trap", "call"] {
+            let what = format!("{suffix} {mode}");
+            let (o, threads) = graph_run(&w, &exe, &lib, mode);
+            assert_eq!(ok(&o), plain, "{what}: the output changed");
+            let once = "h_outer|h_mid|lib_mid|lib_deep|EXIT lib_deep|EXIT lib_mid|EXIT h_mid|\
+                        h_after|EXIT h_after|EXIT h_outer";
+            let want = list(&format!("main|{once}|{once}|{once}|EXIT main"));
+            assert_eq!(names(&threads), [want], "{what}: {threads:#?}");
+            // One runtime served both objects: one lane.
+            let lanes = std::fs::read_dir(w.path(&format!("{lib}-{mode}")))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension() == Some("lane".as_ref()))
+                .count();
+            assert_eq!(lanes, 1, "{what}");
+        }
+    }
+}

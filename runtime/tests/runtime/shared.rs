@@ -121,13 +121,14 @@ impl Recorded {
 }
 
 /// `shared_host`'s lines for `libs`, with one runtime serving (every library sees every
-/// library's sites and hits), then the serving object.
-fn host_lines(libs: &[&str], sites: usize, hits: usize, served_by: &str) -> String {
+/// library's sites and hits), then the object the global scope resolves `bootprof_register` to
+/// (in a host without the runtime, the serving one).
+fn host_lines(libs: &[&str], sites: usize, hits: usize, global: &str) -> String {
     let mut s: String = libs
         .iter()
         .map(|l| format!("{l}: {sites} sites, {hits} hits\n"))
         .collect();
-    s.push_str(&format!("served by {served_by}\n"));
+    s.push_str(&format!("global bootprof_register in {global}\n"));
     s
 }
 
@@ -157,35 +158,70 @@ fn a_probed_library_records_in_a_host_without_the_runtime() {
     }
 }
 
-/// A probed library in a host that carries the runtime itself binds to the host's (which
-/// exports every entry point): one runtime, the host's, sees the host's and both libraries'
-/// sites and hits, one linked at start-up and one loaded RTLD_LOCAL.
+/// A probed library in a host that carries the runtime itself uses the host's: one runtime, the
+/// host's, sees the host's and both libraries' sites and hits, linked by GNU ld and by lld with
+/// `-z now` (each library's calls bound at load). A host linked with a library at start-up
+/// exports the runtime's entry points the library also defines (the linkers do so for any
+/// symbol a library on the link line has), so the library's calls bind to the host's; a host
+/// that loads its libraries with `dlopen` only exports none of them, and the libraries' own
+/// copies find the host's through its note and hand every call on.
 #[test]
 fn a_probed_library_in_a_host_with_the_runtime_uses_the_hosts() {
+    type HostCase<'a> = (&'a str, &'a [&'a str], [&'a str; 2], bool, Option<&'a str>);
     let w = Work::new("shared-host");
-    w.shared_lib("liba", "", &[]);
-    let libb = w.shared_lib("libb", "", &[]);
-    let dir = format!("-L{}", w.0.display());
-    let rpath = format!("-Wl,-rpath,{}", w.0.display());
-    let host = w.build(
-        "host",
-        &["shared_host.c"],
-        &["-DHOST_PROBE"],
-        &[&dir, "-Wl,--no-as-needed", "-l:liba.so", "-ldl", &rpath],
-    );
-    let libb_arg = format!("libb={}", libb.display());
-    let r = record(&w, "session", &["./host", "liba", &libb_arg], &[]);
-    r.check(
-        &[("host:work", 10), ("liba:work", 10), ("libb:work", 10)],
-        "host with the runtime",
-    );
-    let mut want = host_lines(&["liba", "libb"], 3 * PER_PROBE, 30, "host");
-    want.insert_str(
-        want.find("served").unwrap(),
-        &format!("host: {} sites, 30 hits\n", 3 * PER_PROBE),
-    );
-    assert_eq!(r.stdout, want);
-    assert!(host.exists());
+    for (suffix, ldflags) in [("", &[][..]), ("-lld", &["-fuse-ld=lld", "-Wl,-z,now"][..])] {
+        let liba = w.shared_lib("liba", suffix, ldflags);
+        let libb = w.shared_lib("libb", suffix, ldflags);
+        let dir = format!("-L{}", w.0.display());
+        let rpath = format!("-Wl,-rpath,{}", w.0.display());
+        let link_liba = format!("-l:liba{suffix}.so");
+        let (a_arg, b_arg) = (
+            format!("liba={}", liba.display()),
+            format!("libb={}", libb.display()),
+        );
+        // Host, what its link adds, its arguments, whether it exports the entry points, where
+        // the global scope's bootprof_register is (None: the host itself).
+        let linked: HostCase = (
+            "linked",
+            &[&dir, "-Wl,--no-as-needed", &link_liba],
+            ["liba", &b_arg],
+            true,
+            None,
+        );
+        let loaded: HostCase = ("loaded", &[], [&a_arg, &b_arg], false, Some("(none)"));
+        for (host, link, args, exports, global) in [linked, loaded] {
+            let what = format!("{host}{suffix}");
+            let global = global.unwrap_or(&what);
+            let mut flags = link.to_vec();
+            flags.extend(["-ldl", &rpath]);
+            flags.extend(ldflags);
+            let exe = w.build(&what, &["shared_host.c"], &["-DHOST_PROBE"], &flags);
+            let dynsym = Command::new("readelf")
+                .args(["--dyn-syms", "-W"])
+                .arg(&exe)
+                .output()
+                .unwrap();
+            let dynsym = ok(&dynsym);
+            assert_eq!(
+                dynsym.contains(" bootprof_register"),
+                exports,
+                "{what}:\n{dynsym}"
+            );
+            let command = [format!("./{what}").as_str(), args[0], args[1]].map(String::from);
+            let command: Vec<&str> = command.iter().map(String::as_str).collect();
+            let r = record(&w, &format!("session-{what}"), &command, &[]);
+            r.check(
+                &[("host:work", 10), ("liba:work", 10), ("libb:work", 10)],
+                &what,
+            );
+            let mut want = host_lines(&["liba", "libb"], 3 * PER_PROBE, 30, global);
+            want.insert_str(
+                want.find("global").unwrap(),
+                &format!("host: {} sites, 30 hits\n", 3 * PER_PROBE),
+            );
+            assert_eq!(r.stdout, want, "{what}");
+        }
+    }
 }
 
 /// Two probed libraries in a host without the runtime, linked at start-up or loaded RTLD_LOCAL,
