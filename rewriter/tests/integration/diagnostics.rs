@@ -387,6 +387,23 @@ fn a_session_without_processes_is_explained_by_what_happened() {
             ),
         ),
     ];
+    // Stripped, a program that carries the runtime has no symbol of it left (it exports none):
+    // its note still says so.
+    let stripped = dir.join("good-stripped");
+    run(cmd(
+        "strip",
+        ["-o".as_ref(), stripped.as_os_str(), good.as_os_str()],
+    ))
+    .ok();
+    let (out, said) = record_in(
+        &dir,
+        &dir.join("s-stripped"),
+        &[("DIE_EARLY", "exit")],
+        &[stripped.as_os_str()],
+    );
+    let carries_stripped =
+        carries("exit status 3").replacen(&good_.to_string(), &stripped.display().to_string(), 1);
+    assert_eq!((out.code, said), (Some(3), carries_stripped), "{out}");
     for (n, (command, env, code, why)) in cases.into_iter().enumerate() {
         let session = if n == 5 {
             removed.clone()
