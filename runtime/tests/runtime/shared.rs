@@ -224,6 +224,56 @@ fn a_probed_library_in_a_host_with_the_runtime_uses_the_hosts() {
     }
 }
 
+/// A probed library that a host carrying the runtime loads at start-up only as the dependency of
+/// a plain library (`shared_mid.c`: nothing of the probed one on the host's link line): its
+/// constructor registers before the host's constructors have run, through its own copy, which
+/// the host's note leads to the host's runtime. One runtime, the host's, records both; GNU ld,
+/// and lld with `-z now`.
+#[test]
+fn a_probed_library_loaded_before_the_hosts_constructors_uses_the_hosts() {
+    let w = Work::new("shared-indirect");
+    for (suffix, ldflags) in [("", &[][..]), ("-lld", &["-fuse-ld=lld", "-Wl,-z,now"][..])] {
+        w.shared_lib("liba", suffix, ldflags);
+        let dir = format!("-L{}", w.0.display());
+        let rpath = format!("-Wl,-rpath,{}", w.0.display());
+        let liba = format!("-l:liba{suffix}.so");
+        let mid = w.plain(
+            "shared_mid",
+            &["-shared", "-fPIC", &dir, "-Wl,--no-as-needed", &liba],
+        );
+        std::fs::rename(&mid, w.path(&format!("libmid{suffix}.so"))).unwrap();
+        let libmid = format!("-l:libmid{suffix}.so");
+        let mut flags = vec![dir.as_str(), "-Wl,--no-as-needed", &libmid, "-ldl", &rpath];
+        flags.extend(ldflags);
+        let what = format!("host{suffix}");
+        let host = w.build(&what, &["shared_host.c"], &["-DHOST_PROBE"], &flags);
+        let dynsym = Command::new("readelf")
+            .args(["--dyn-syms", "-W"])
+            .arg(&host)
+            .output()
+            .unwrap();
+        // Whether a linker exports the host's entry points here is its own business (it may read
+        // the plain library's dependencies); either way the host's runtime serves.
+        let global = match ok(&dynsym).contains(" bootprof_register") {
+            true => what.clone(),
+            false => format!("liba{suffix}.so"),
+        };
+        let r = record(
+            &w,
+            &format!("session{suffix}"),
+            &[&format!("./{what}"), "liba"],
+            &[],
+        );
+        r.check(&[("host:work", 10), ("liba:work", 10)], &what);
+        let mut want = host_lines(&["liba"], 2 * PER_PROBE, 20, &global);
+        want.insert_str(
+            want.find("global").unwrap(),
+            &format!("host: {} sites, 20 hits\n", 2 * PER_PROBE),
+        );
+        assert_eq!(r.stdout, want, "{what}");
+    }
+}
+
 /// Two probed libraries in a host without the runtime, linked at start-up or loaded RTLD_LOCAL,
 /// in both orders, linked by GNU ld and by lld with `-z now` (every call bound at load): the
 /// first loaded serves, the other's calls and registration go to it, and both libraries' probes
