@@ -288,13 +288,15 @@ fn grow_populating(end: u64, wait: Wait, populate_from: u64) -> bool {
 }
 
 /// Makes chunks `from..to` exist: allocated in the file (a full file system fails here, not with
-/// a SIGBUS on a store later) and populated.
+/// a SIGBUS on a store later) and populated, but for those before `populate_from`, which are to
+/// be written through the file: neither populated nor written with zeros first.
 fn extend(from: u64, to: u64, populate_from: u64) -> bool {
     let at = LANE_HEADER_SIZE + from as usize * CHUNK_SIZE;
     let len = (to - from) as usize * CHUNK_SIZE;
+    let skip = (populate_from.clamp(from, to) - from) as usize * CHUNK_SIZE;
     let fd = FD.load(Ordering::Relaxed);
     if fd >= 0 {
-        zeros_past_end(fd, at, at + len);
+        zeros_past_end(fd, at + skip, at + len);
         let r = crate::syscall::fallocate(fd, 0, at as libc::off_t, len as libc::off_t);
         if r != 0 {
             let unsupported = crate::sys::Errno::last().0 == libc::EOPNOTSUPP;
@@ -304,7 +306,6 @@ fn extend(from: u64, to: u64, populate_from: u64) -> bool {
             }
         }
     }
-    let skip = (populate_from.clamp(from, to) - from) as usize * CHUNK_SIZE;
     crate::sys::populate_write(
         BASE.load(Ordering::Relaxed) as usize + at + skip,
         len - skip,
