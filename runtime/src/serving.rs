@@ -30,7 +30,7 @@
 //!   calls do).
 //!
 //! A copy decides when its object is loaded, before its sites register, if the executable
-//! carries the runtime ([`DECIDE_AT_LOAD`]); otherwise at its first registration or C API call.
+//! carries the runtime (`DECIDE_AT_LOAD`); otherwise at its first registration or C API call.
 //! The wrappers of `longjmp` and the stack walkers, which may run in a signal handler, never
 //! decide (`dlopen` is not async-signal-safe): an undecided copy's act themselves, as they do
 //! in the copy that serves.
