@@ -609,11 +609,7 @@ fn read_trace(path: &Path) -> Trace {
 fn read_session(dir: &Path) -> Trace {
     use bootprof_format::lane::*;
     use bootprof_format::trace::*;
-    let lanes: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
-        .collect();
+    let lanes = lanes_of(dir);
     assert_eq!(
         lanes.len(),
         1,
@@ -1079,11 +1075,18 @@ fn session_of(
 
 /// The (first) lane file of the session in `dir`.
 fn lane_file(dir: &Path) -> PathBuf {
-    std::fs::read_dir(dir)
+    lanes_of(dir).swap_remove(0)
+}
+
+/// The lane files of the session `dir`, by name.
+fn lanes_of(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "lane"))
-        .unwrap()
+        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
+        .collect();
+    v.sort();
+    v
 }
 
 /// Per process of a session: its records of site `name`, in order, as their arguments.

@@ -369,11 +369,11 @@ fn graph_exits_survive_a_longjmp_from_a_shared_library() {
             let want = list(&format!("main|{once}|{once}|{once}|EXIT main"));
             assert_eq!(names(&threads), [want], "{what}: {threads:#?}");
             // One runtime served both objects: one lane.
-            let lanes = std::fs::read_dir(w.path(&format!("{lib}-{mode}")))
-                .unwrap()
-                .filter(|e| e.as_ref().unwrap().path().extension() == Some("lane".as_ref()))
-                .count();
-            assert_eq!(lanes, 1, "{what}");
+            assert_eq!(
+                lanes_of(&w.path(&format!("{lib}-{mode}"))).len(),
+                1,
+                "{what}"
+            );
         }
     }
 }

@@ -18,17 +18,6 @@ fn lane_lengths(lane: &Path) -> (u64, u64) {
     (b.len() as u64, 4096 + grown * 4096)
 }
 
-/// The lane files of the session `dir`, by name.
-fn lanes_of(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// What the text report says happened, without the task and time columns.
 fn events(dir: &Path) -> Vec<String> {
     report_of(dir, "text")

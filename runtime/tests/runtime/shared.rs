@@ -3,7 +3,7 @@
 //! list), whatever the load order, `dlopen` and `dlclose` included. The programs are
 //! `tests/runtime/shared_*.c`; the hosts are linked by plain `cc` unless said otherwise.
 
-use super::{ok, root, tools, Work};
+use super::{lanes_of, ok, root, tools, Work};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -76,13 +76,7 @@ fn record(w: &Work, name: &str, command: &[&str], env: &[(&str, &str)]) -> Recor
     let o = cmd.output().unwrap();
     let stdout = ok(&o);
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let lanes = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "lane"))
-        })
-        .count();
+    let lanes = lanes_of(&dir).len();
     let t = bootprof_report::read_trace(&dir).unwrap_or_else(|e| panic!("{e}\n{stderr}"));
     let mut records = BTreeMap::new();
     for r in t.records.iter() {
@@ -130,6 +124,24 @@ fn host_lines(libs: &[&str], sites: usize, hits: usize, global: &str) -> String 
         .collect();
     s.push_str(&format!("global bootprof_register in {global}\n"));
     s
+}
+
+/// [`host_lines`] for a host built with `HOST_PROBE`: its own runtime's line before the last.
+fn hosting_lines(libs: &[&str], sites: usize, hits: usize, global: &str) -> String {
+    let mut s = host_lines(libs, sites, hits, global);
+    let at = s.find("global").unwrap();
+    s.insert_str(at, &format!("host: {sites} sites, {hits} hits\n"));
+    s
+}
+
+/// The dynamic symbol table of `exe`, as `readelf --dyn-syms -W` prints it.
+fn dynamic_symbols(exe: &Path) -> String {
+    let o = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(exe)
+        .output()
+        .unwrap();
+    ok(&o)
 }
 
 fn run_plain(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -196,12 +208,7 @@ fn a_probed_library_in_a_host_with_the_runtime_uses_the_hosts() {
             flags.extend(["-ldl", &rpath]);
             flags.extend(ldflags);
             let exe = w.build(&what, &["shared_host.c"], &["-DHOST_PROBE"], &flags);
-            let dynsym = Command::new("readelf")
-                .args(["--dyn-syms", "-W"])
-                .arg(&exe)
-                .output()
-                .unwrap();
-            let dynsym = ok(&dynsym);
+            let dynsym = dynamic_symbols(&exe);
             assert_eq!(
                 dynsym.contains(" bootprof_register"),
                 exports,
@@ -214,11 +221,7 @@ fn a_probed_library_in_a_host_with_the_runtime_uses_the_hosts() {
                 &[("host:work", 10), ("liba:work", 10), ("libb:work", 10)],
                 &what,
             );
-            let mut want = host_lines(&["liba", "libb"], 3 * PER_PROBE, 30, global);
-            want.insert_str(
-                want.find("global").unwrap(),
-                &format!("host: {} sites, 30 hits\n", 3 * PER_PROBE),
-            );
+            let want = hosting_lines(&["liba", "libb"], 3 * PER_PROBE, 30, global);
             assert_eq!(r.stdout, want, "{what}");
         }
     }
@@ -247,14 +250,9 @@ fn a_probed_library_loaded_before_the_hosts_constructors_uses_the_hosts() {
         flags.extend(ldflags);
         let what = format!("host{suffix}");
         let host = w.build(&what, &["shared_host.c"], &["-DHOST_PROBE"], &flags);
-        let dynsym = Command::new("readelf")
-            .args(["--dyn-syms", "-W"])
-            .arg(&host)
-            .output()
-            .unwrap();
         // Whether a linker exports the host's entry points here is its own business (it may read
         // the plain library's dependencies); either way the host's runtime serves.
-        let global = match ok(&dynsym).contains(" bootprof_register") {
+        let global = match dynamic_symbols(&host).contains(" bootprof_register") {
             true => what.clone(),
             false => format!("liba{suffix}.so"),
         };
@@ -265,11 +263,7 @@ fn a_probed_library_loaded_before_the_hosts_constructors_uses_the_hosts() {
             &[],
         );
         r.check(&[("host:work", 10), ("liba:work", 10)], &what);
-        let mut want = host_lines(&["liba"], 2 * PER_PROBE, 20, &global);
-        want.insert_str(
-            want.find("global").unwrap(),
-            &format!("host: {} sites, 20 hits\n", 2 * PER_PROBE),
-        );
+        let want = hosting_lines(&["liba"], 2 * PER_PROBE, 20, &global);
         assert_eq!(r.stdout, want, "{what}");
     }
 }
