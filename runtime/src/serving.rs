@@ -337,3 +337,52 @@ fn promote() {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prelude::*;
+
+    /// A note of `name`, `kind` and the 16-byte descriptor of `count` entries at `table`, as the
+    /// note section lays it out at `at` bytes into a buffer that starts at `base`.
+    fn note(name: &[u8], kind: u32, count: u32, base: usize, at: usize, table: usize) -> Vec<u8> {
+        let mut n = Vec::new();
+        n.extend((name.len() as u32).to_ne_bytes());
+        n.extend(16u32.to_ne_bytes());
+        n.extend(kind.to_ne_bytes());
+        n.extend(name);
+        n.resize(n.len().next_multiple_of(4), 0);
+        n.extend(count.to_ne_bytes());
+        n.extend(0u32.to_ne_bytes());
+        let from = base + at + n.len();
+        n.extend((table as i64 - from as i64).to_ne_bytes());
+        n
+    }
+
+    /// The table is found behind another owner's note, through its PC-relative distance, with
+    /// no more entries than this copy hands on; a segment without it, a truncated note and a
+    /// note of another name or type are passed over.
+    #[test]
+    fn the_entries_note_is_found_among_others_and_checked() {
+        let table: [*const (); 30] = [core::ptr::null(); 30];
+        let t = table.as_ptr() as usize;
+        let mut buf = vec![0u8; 256];
+        let base = buf.as_ptr() as usize;
+        let gnu = note(b"GNU\0", NOTE_ENTRIES, 1, base, 0, t);
+        let ours = note(NOTE_NAME, NOTE_ENTRIES, 30, base, gnu.len(), t);
+        let all = [gnu.clone(), ours.clone()].concat();
+        buf[..all.len()].copy_from_slice(&all);
+        // SAFETY: the note leads to `table`, alive for the test.
+        let found = unsafe { entries_in(&buf[..all.len()]) }.expect("found");
+        assert_eq!((found.as_ptr() as usize, found.len()), (t, HANDED_ON.len()));
+        // SAFETY: no bootprof note: nothing is dereferenced.
+        unsafe {
+            assert!(entries_in(&buf[..gnu.len()]).is_none());
+            assert!(entries_in(&buf[..all.len() - 1]).is_none());
+            let other = note(NOTE_NAME, NOTE_ENTRIES + 1, 30, base, 0, t);
+            buf[..other.len()].copy_from_slice(&other);
+            assert!(entries_in(&buf[..other.len()]).is_none());
+            assert!(entries_in(&[]).is_none());
+        }
+    }
+}
