@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the runtime's hot paths, in one run:
-//! - the SIGTRAP handler's and call-mode dispatcher's site lookup: hash table vs binary search,
-//!   over 1,000 to 1,000,000 sites;
+//! - the SIGTRAP handler's and call-mode dispatcher's site lookup: the table's address buckets vs
+//!   binary search, over 1,000 to 1,000,000 sites;
 //! - one record into the event log, without and with reading the timestamp: into anonymous
 //!   memory (no session), and into a session's lane file keeping the start, the last records or
 //!   all of them (each in a process of its own: the recorder's buffer is one per process); the
@@ -17,14 +17,14 @@ fn main() {
     }
     let lookups = if quick { 20_000 } else { 2_000_000 };
     println!(
-        "{:>10} {:>14} {:>16} {:>8}",
-        "sites", "hash ns/lookup", "binary ns/lookup", "ratio"
+        "{:>10} {:>17} {:>16} {:>8}",
+        "sites", "buckets ns/lookup", "binary ns/lookup", "ratio"
     );
     for n in [1_000usize, 100_000, 1_000_000] {
-        let (hash, sorted) = bootprof_runtime::registry::lookup_benchmark(n, lookups);
+        let (buckets, sorted) = bootprof_runtime::registry::lookup_benchmark(n, lookups);
         println!(
-            "{n:>10} {hash:>14.1} {sorted:>16.1} {:>7.2}x",
-            sorted / hash
+            "{n:>10} {buckets:>17.1} {sorted:>16.1} {:>7.2}x",
+            sorted / buckets
         );
     }
     println!();

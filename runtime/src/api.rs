@@ -135,8 +135,7 @@ pub struct SiteInfo {
 /// Every site of every registered object, in id order.
 pub fn sites() -> Vec<SiteInfo> {
     site::lock()
-        .sites
-        .iter()
+        .sites()
         .map(|s| {
             let n = s.names();
             SiteInfo {
@@ -160,8 +159,7 @@ pub fn sites() -> Vec<SiteInfo> {
 pub fn hits(pattern: &str) -> Result<u64, Error> {
     let p = Pattern::parse(pattern)?;
     Ok(site::lock()
-        .sites
-        .iter()
+        .sites()
         .filter(|s| s.matches(&p))
         .map(|s| s.hits.load(Ordering::Relaxed))
         .sum())
@@ -174,10 +172,7 @@ pub fn check() -> bool {
 }
 
 fn trap_mode_in_use() -> bool {
-    site::lock()
-        .sites
-        .iter()
-        .any(|s| s.state() != site::DISABLED)
+    site::lock().sites().any(|s| s.state() != site::DISABLED)
 }
 
 /// Applies `BOOTPROF_STACKTRACE`, `BOOTPROF_ENABLE` and `BOOTPROF_MODE` to every table registered

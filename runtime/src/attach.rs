@@ -368,11 +368,11 @@ impl Session {
             self.recording = false;
         }
         let restored = registry::restore(&self.enabled);
-        let registered = site::lock().sites.clone();
+        let reg = site::lock();
         let not_restored = self
             .enabled
             .iter()
-            .filter(|s| registered.iter().any(|r| core::ptr::eq(*r, **s)))
+            .filter(|s| reg.holds(s))
             .filter(|s| s.state() == site::DISABLED && !registry::holds_nop(s))
             .count();
         let enabled = core::mem::take(&mut self.enabled);
@@ -406,13 +406,13 @@ fn hello() -> String {
     format!(
         "ok {} {pid} {}\n",
         proto::PROTOCOL_VERSION,
-        site::lock().sites.len()
+        site::lock().site_count()
     )
 }
 
 /// Every registered site as a [`SiteLine`], then `ok COUNT`.
 fn list() -> String {
-    let sites = site::lock().sites.clone();
+    let sites: Vec<_> = site::lock().sites().collect();
     let mut out = String::new();
     for s in &sites {
         out.push_str(&site_line(s, s.hits.load(Ordering::Relaxed)).encode());

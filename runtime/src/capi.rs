@@ -240,7 +240,7 @@ pub unsafe extern "C" fn bootprof_hits(pattern: *const c_char) -> i64 {
 #[no_mangle]
 pub extern "C" fn bootprof_site_count() -> usize {
     crate::serving::hand_on!(counterpart, bootprof_site_count());
-    crate::site::lock().sites.len()
+    crate::site::lock().site_count()
 }
 
 /// One site, for `bootprof_site_info` (layout is `struct bootprof_site`).
@@ -278,7 +278,7 @@ pub struct CSite {
 pub unsafe extern "C" fn bootprof_site_info(i: usize, out: *mut CSite) -> c_int {
     crate::serving::hand_on!(counterpart, bootprof_site_info(i, out));
     let reg = crate::site::lock();
-    let Some(s) = reg.sites.get(i) else {
+    let Some(s) = reg.site(i) else {
         return fail(format!("no site {i}"));
     };
     let mode = s.mode().map_or(0, |m| m as u8);

@@ -37,8 +37,8 @@ fn counted(s: &SiteRec) -> bool {
 }
 
 /// The registered sites, from the snapshot the dispatchers read: no lock, no allocation.
-fn sites() -> &'static [&'static SiteRec] {
-    site::index().map_or(&[], |i| i.sites.as_slice())
+fn sites() -> impl Iterator<Item = &'static SiteRec> {
+    site::index().into_iter().flat_map(|i| i.sites())
 }
 
 /// Writes the counts into the lane; false without a session's lane or room in it.
@@ -48,11 +48,11 @@ pub(crate) fn write_into_lane() -> bool {
     if !buffer::exists() || !buffer::in_session() {
         return false;
     }
-    let n = sites().iter().filter(|s| counted(s)).count();
+    let n = sites().filter(|s| counted(s)).count();
     buffer::append_meta(lane::counts_entry_len(n), buffer::Wait::No, |entry| {
         // Other threads still run: a site disabled since it was counted above is left out.
         let mut written = 0;
-        for s in sites().iter().filter(|s| counted(s)).take(n) {
+        for s in sites().filter(|s| counted(s)).take(n) {
             lane::put_count(entry, written, s.id, s.hits.load(Ordering::Relaxed));
             written += 1;
         }
@@ -65,7 +65,7 @@ pub(crate) fn write_into_lane() -> bool {
 /// session).
 #[cfg_attr(not(feature = "std"), optimize(size))]
 pub(crate) fn table() -> String {
-    let rows = table::rows(sites().iter().filter(|s| counted(s)).map(|s| {
+    let rows = table::rows(sites().filter(|s| counted(s)).map(|s| {
         let n = s.names();
         Row {
             hits: s.hits.load(Ordering::Relaxed),

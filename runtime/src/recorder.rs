@@ -723,7 +723,7 @@ pub fn points_table() -> String {
     let ns = |ticks: u64| scaled(ticks, 1_000_000_000, 1);
     // Aggregate by name: a function may have several ENTER sites.
     let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
-    for s in site::lock().sites.iter() {
+    for s in site::lock().sites() {
         let Some(point) = s.point() else {
             continue;
         };
@@ -836,15 +836,10 @@ pub fn dump(path: &[u8]) -> sys::Result<u64> {
     };
     let reg = site::lock();
     // Site ids are dense (a counter): a table maps them to indices in the trace.
-    let max_id = reg
-        .sites
-        .iter()
-        .map(|s| s.id as usize + 1)
-        .max()
-        .unwrap_or(0);
+    let max_id = reg.sites().map(|s| s.id as usize + 1).max().unwrap_or(0);
     let mut index_of = vec![fmt::NO_SITE; max_id];
-    let mut sites = Vec::with_capacity(reg.sites.len());
-    for (i, s) in reg.sites.iter().enumerate() {
+    let mut sites = Vec::with_capacity(reg.site_count());
+    for (i, s) in reg.sites().enumerate() {
         index_of[s.id as usize] = i as u32;
         let n = s.names();
         sites.push(SiteEntry {
@@ -1232,7 +1227,7 @@ pub(crate) fn stats_line() -> String {
     let exe = sys::read_link(b"/proc/self/exe").unwrap_or_default();
     let reg = site::lock();
     let (mut enabled, mut hits, mut top) = (0usize, 0u64, ("-", 0u64));
-    for s in &reg.sites {
+    for s in reg.sites() {
         let h = s.hits.load(Ordering::Relaxed);
         enabled += usize::from(s.mode().is_some());
         hits += h;
@@ -1245,7 +1240,7 @@ pub(crate) fn stats_line() -> String {
         // SAFETY: getpid has no preconditions.
         unsafe { libc::getpid() },
         sys::display(&exe),
-        reg.sites.len(),
+        reg.site_count(),
         top.0,
         top.1
     )

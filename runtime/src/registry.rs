@@ -142,6 +142,7 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     // profile points) is the capacity, an upper bound.
     let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
     let mut in_table = InTable::new();
+    let mut lookup = site::LookupBuilder::new(recs.capacity());
     let latency = crate::latency::wanted();
     // What a hook's hit records depends on its kind alone.
     let hook_records: [u8; 8] = core::array::from_fn(|k| {
@@ -161,6 +162,7 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         }
         in_table.check(bytes, &site);
         let id = first_id + recs.len() as u32;
+        lookup.push(site.site, site.form.is_tail());
         recs.push(site_rec(id, info, &site, latency, &hook_records));
     }
     // Ids are never reused, even after an object is unloaded.
@@ -177,15 +179,16 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
             rec.handlers.store(mask, Ordering::Relaxed);
         }
     }
-    reg.sites.extend(recs.iter());
-    site::publish(&reg.sites);
+    let lookup = Box::leak(Box::new(lookup.finish(recs)));
     let table = site::Table {
         info,
         sites: recs,
+        lookup,
         self_contained: in_table.all,
     };
-    crate::recorder::describe_table(&table);
     reg.tables.push(table);
+    site::publish(&reg.tables);
+    crate::recorder::describe_table(reg.tables.last().expect("just pushed"));
 }
 
 /// The record of `site`, the `id`th site, of the table `table` (`hook_records`: the record kind
@@ -250,24 +253,23 @@ pub(crate) fn unregister_table(start: u64) -> usize {
         return 0;
     }
     let mut reg = lock();
-    let (gone, kept): (Vec<&'static SiteRec>, Vec<&'static SiteRec>) = reg
-        .sites
-        .iter()
-        .partition(|s| s.table.bytes.as_ptr() as u64 == start);
-    if gone.is_empty() {
+    let Some(at) = (reg.tables.iter()).position(|t| t.info.bytes.as_ptr() as u64 == start) else {
         return 0;
-    }
-    let trap: Vec<_> = gone.iter().copied().filter(|s| s.state() == TRAP).collect();
-    let call: Vec<_> = gone.iter().copied().filter(|s| s.state() == CALL).collect();
+    };
+    let gone = reg.tables[at].sites;
+    let all = Chosen::of(core::iter::once(gone));
+    let (trap, call) = (
+        all.only(|s| s.state() == TRAP),
+        all.only(|s| s.state() == CALL),
+    );
     if disable_trap(&trap)
         .and_then(|()| switch_call(&call, false))
         .is_err()
     {
         note("cannot restore the sites of an object being unloaded");
     }
-    reg.sites = kept;
-    reg.tables.retain(|t| t.info.bytes.as_ptr() as u64 != start);
-    site::publish(&reg.sites);
+    reg.tables.remove(at);
+    site::publish(&reg.tables);
     gone.len()
 }
 
@@ -290,14 +292,11 @@ fn target_state(site: &SiteRec, to: u8) -> u8 {
 pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
     let pattern = Pattern::parse(pattern)?;
     let reg = lock();
-    let chosen: Vec<&'static SiteRec> = reg
-        .sites
-        .iter()
-        .copied()
-        .filter(|s| s.matches(&pattern))
-        .filter(|s| to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
-        .filter(|s| s.state() != target_state(s, to))
-        .collect();
+    let chosen = Chosen::of(reg.tables.iter().map(|t| t.sites)).only(|s| {
+        s.matches(&pattern)
+            && (to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
+            && s.state() != target_state(s, to)
+    });
     switch_locked(chosen, to)
 }
 
@@ -312,16 +311,17 @@ pub(crate) fn enable_disabled(
 ) -> Result<(Vec<&'static SiteRec>, Vec<u64>), Error> {
     let reg = lock();
     let chosen: Vec<&'static SiteRec> = reg
-        .sites
-        .iter()
-        .copied()
+        .sites()
         .filter(|s| s.state() == DISABLED && patterns.iter().any(|p| s.matches(p)))
         .filter(|s| !notrace.iter().chain(&reg.notrace).any(|n| s.matches(n)))
         .collect();
     let hits = (chosen.iter())
         .map(|s| s.hits.load(core::sync::atomic::Ordering::Relaxed))
         .collect();
-    switch_locked(chosen.clone(), mode as u8)?;
+    switch_locked(
+        Chosen::of(chosen.iter().map(|s| core::slice::from_ref(*s))),
+        mode as u8,
+    )?;
     Ok((chosen, hits))
 }
 
@@ -329,11 +329,8 @@ pub(crate) fn enable_disabled(
 /// disabled some itself meanwhile, or unloaded their object); returns how many it disabled.
 pub(crate) fn restore(sites: &[&'static SiteRec]) -> Result<usize, Error> {
     let reg = lock();
-    let chosen: Vec<&'static SiteRec> = sites
-        .iter()
-        .copied()
-        .filter(|s| s.state() != DISABLED && reg.sites.iter().any(|r| core::ptr::eq(*r, *s)))
-        .collect();
+    let chosen = Chosen::of(sites.iter().map(|s| core::slice::from_ref(*s)))
+        .only(|s| s.state() != DISABLED && reg.holds(s));
     switch_locked(chosen, DISABLED)
 }
 
@@ -346,31 +343,109 @@ pub(crate) fn holds_nop(site: &SiteRec) -> bool {
     now == &site.nop()[..len]
 }
 
+/// The sites of a batch, as runs of adjacent records of one table: every site of a table is
+/// one run, where a vector of references to each would cost more pages than the writes.
+#[derive(Default)]
+struct Chosen {
+    runs: Vec<&'static [SiteRec]>,
+    len: usize,
+}
+
+impl Chosen {
+    /// The sites of `runs`, in their order.
+    fn of(runs: impl Iterator<Item = &'static [SiteRec]>) -> Chosen {
+        let mut chosen = Chosen::default();
+        for run in runs {
+            chosen.push(run);
+        }
+        chosen
+    }
+
+    /// Adds `run` after the others (joined to the last when it follows it in memory).
+    fn push(&mut self, run: &'static [SiteRec]) {
+        if run.is_empty() {
+            return;
+        }
+        self.len += run.len();
+        if let Some(last) = self.runs.last_mut() {
+            if last.as_ptr_range().end == run.as_ptr() {
+                // SAFETY: `last` and `run` are adjacent parts of one allocation of records (a
+                // table's), which lives for ever.
+                *last =
+                    unsafe { core::slice::from_raw_parts(last.as_ptr(), last.len() + run.len()) };
+                return;
+            }
+        }
+        self.runs.push(run);
+    }
+
+    /// Those of its sites for which `keep` holds, in its order.
+    fn only(&self, keep: impl Fn(&SiteRec) -> bool) -> Chosen {
+        let mut chosen = Chosen::default();
+        for run in &self.runs {
+            let mut start = 0;
+            for (i, s) in run.iter().enumerate() {
+                if !keep(s) {
+                    chosen.push(&run[start..i]);
+                    start = i + 1;
+                }
+            }
+            chosen.push(&run[start..]);
+        }
+        chosen
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'static SiteRec> + '_ {
+        self.runs.iter().flat_map(|r| r.iter())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets the state of each of its sites to `state`.
+    fn set(&self, state: u8) {
+        for s in self.iter() {
+            s.state.store(state, Ordering::Release);
+        }
+    }
+
+    /// The batch that writes `bytes(s)` at each site `s` (from its first byte).
+    fn writing<'a, const N: usize>(
+        &'a self,
+        bytes: impl Fn(&SiteRec) -> [u8; N] + 'a,
+    ) -> impl Fn(text::Each<'_>) + 'a {
+        move |f| {
+            for s in self.iter() {
+                f(s.addr, &bytes(s));
+            }
+        }
+    }
+}
+
 /// Moves every site of `chosen` to the state `to` in one batch (see [`set_state`]); the
 /// registry's lock is held by the caller. Returns how many sites changed.
-fn switch_locked(chosen: Vec<&'static SiteRec>, to: u8) -> Result<usize, Error> {
+fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
     if chosen.is_empty() {
         return Ok(0);
     }
     if to != DISABLED {
         crate::trap::install();
     }
-    // One pass: the guards apart, and the other sites in the mode they leave.
-    let (mut guards, mut from_trap, mut from_call) = (Vec::new(), Vec::new(), Vec::new());
-    let mut others = Vec::with_capacity(chosen.len());
-    for s in chosen {
-        if s.is_guard() {
-            guards.push(s);
-            continue;
-        }
-        match s.state() {
-            TRAP => from_trap.push(s),
-            CALL => from_call.push(s),
-            _ => {}
-        }
-        others.push(s);
-    }
-    let chosen = others;
+    // The guards apart, and the other sites by the mode they leave (each found in one pass that
+    // makes no run when it finds none).
+    let guards = chosen.only(SiteRec::is_guard);
+    let chosen = match guards.is_empty() {
+        true => chosen,
+        false => chosen.only(|s| !s.is_guard()),
+    };
+    let (from_trap, from_call) = match to {
+        CALL | TRAP if chosen.iter().all(|s| s.state() == DISABLED) => Default::default(),
+        _ => (
+            chosen.only(|s| s.state() == TRAP),
+            chosen.only(|s| s.state() == CALL),
+        ),
+    };
     if to == DISABLED {
         switch_call(&guards, false)?;
     }
@@ -385,53 +460,27 @@ fn switch_locked(chosen: Vec<&'static SiteRec>, to: u8) -> Result<usize, Error> 
     if to != DISABLED {
         switch_call(&guards, true)?;
     }
-    Ok(chosen.len() + guards.len())
+    Ok(chosen.len + guards.len)
 }
 
-fn enable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites.iter().map(|s| (s.addr, &[code::INT3][..])).collect();
-    for s in sites {
-        s.state.store(TRAP, Ordering::Release);
-    }
+fn enable_trap(sites: &Chosen) -> Result<(), Error> {
+    sites.set(TRAP);
     // SAFETY: an int3 over the first byte of a NOP is a single-byte store of a valid instruction.
-    if let Err(e) = unsafe { text::write_batch(&writes) } {
-        for s in sites {
-            s.state.store(DISABLED, Ordering::Release);
-        }
+    if let Err(e) = unsafe { text::write_batch(&sites.writing(|_| [code::INT3])) } {
+        sites.set(DISABLED);
         return Err(Error::Text(e));
     }
     text::sync_cores();
     Ok(())
 }
 
-fn disable_trap(sites: &[&'static SiteRec]) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = sites
-        .iter()
-        .map(|s| (s.addr, one_byte(s.nop()[0])))
-        .collect();
+fn disable_trap(sites: &Chosen) -> Result<(), Error> {
     // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
     // handler to re-execute the NOP.
-    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
-    for s in sites {
-        s.state.store(DISABLED, Ordering::Release);
-    }
+    unsafe { text::write_batch(&sites.writing(|s| [s.nop()[0]])) }.map_err(Error::Text)?;
+    sites.set(DISABLED);
     text::sync_cores();
     Ok(())
-}
-
-/// `byte` as a one-byte slice that lives for ever (a batch's writes of single bytes borrow them
-/// from here, not from a vector of their own).
-fn one_byte(byte: u8) -> &'static [u8] {
-    static ALL: [u8; 256] = {
-        let mut all = [0u8; 256];
-        let mut i = 0;
-        while i < 256 {
-            all[i] = i as u8;
-            i += 1;
-        }
-        all
-    };
-    &ALL[byte as usize..byte as usize + 1]
 }
 
 /// The bytes an enabled call-mode site holds (`code::enabled_bytes`): a call (or, for a tail
@@ -447,62 +496,51 @@ fn call_bytes(site: &SiteRec) -> Option<[u8; MAX_SITE_LEN]> {
 /// Moves `sites` from disabled to call mode (`enable`) or back, with the int3 bridge:
 /// int3 on byte 0 -> sync -> bytes 1.. -> sync -> byte 0 -> sync. A thread that meets the int3 is
 /// handled by the SIGTRAP handler as the old or new instruction, by the transient state.
-fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
+fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
     if sites.is_empty() {
         return Ok(());
     }
-    let mut new = Vec::with_capacity(sites.len());
-    for s in sites {
-        new.push(if enable {
-            call_bytes(s).ok_or(Error::Unreachable(s.addr))?
-        } else {
-            s.nop()
-        });
+    // Every site's new bytes are checked before any is written; they are made again for each
+    // pass (cheaper than keeping them).
+    if enable {
+        if let Some(s) = sites.iter().find(|s| call_bytes(s).is_none()) {
+            return Err(Error::Unreachable(s.addr));
+        }
     }
+    let new = |s: &SiteRec| match enable {
+        true => call_bytes(s).unwrap_or_else(|| s.nop()),
+        false => s.nop(),
+    };
     let (transient, done) = if enable {
         (ENABLING_CALL, CALL)
     } else {
         (DISABLING_CALL, DISABLED)
     };
-    if let Some(r) = text::alone(|| switch_call_alone(sites, &new, done)) {
+    if let Some(r) = text::alone(|| switch_call_alone(sites, new, done)) {
         return r;
     }
-    for s in sites {
-        s.state.store(transient, Ordering::Release);
-    }
-    // One vector for the three steps' writes (thousands of sites: its pages are touched once).
-    let mut writes: Vec<(u64, &[u8])> = Vec::with_capacity(sites.len());
-    writes.extend(sites.iter().map(|s| (s.addr, &[code::INT3][..])));
+    sites.set(transient);
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
-    let step1 = unsafe { text::write_batch(&writes) };
+    let step1 = unsafe { text::write_batch(&sites.writing(|_| [code::INT3])) };
     if let Err(e) = step1 {
-        for s in sites {
-            s.state
-                .store(if enable { DISABLED } else { CALL }, Ordering::Release);
-        }
+        sites.set(if enable { DISABLED } else { CALL });
         return Err(Error::Text(e));
     }
     text::sync_cores();
-    writes.clear();
-    writes.extend(
-        sites
-            .iter()
-            .zip(&new)
-            .map(|(s, b)| (s.addr + 1, &b[1..s.site_len()])),
-    );
+    let rest = |f: text::Each<'_>| {
+        for s in sites.iter() {
+            f(s.addr + 1, &new(s)[1..s.site_len()]);
+        }
+    };
     // SAFETY: see above; the same pages were writable a moment ago.
-    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&rest) }.map_err(Error::Text)?;
     text::sync_cores();
-    writes.clear();
-    writes.extend(sites.iter().zip(&new).map(|(s, b)| (s.addr, &b[..1])));
     // SAFETY: see above.
-    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&sites.writing(|s| [new(s)[0]])) }.map_err(Error::Text)?;
     text::sync_cores();
-    for s in sites {
-        s.state.store(done, Ordering::Release);
-    }
+    sites.set(done);
     Ok(())
 }
 
@@ -510,20 +548,20 @@ fn switch_call(sites: &[&'static SiteRec], enable: bool) -> Result<(), Error> {
 /// ([`text::alone`]): nothing runs a site while its bytes change, so each gets its `new` bytes
 /// whole, and its state `done` after.
 fn switch_call_alone(
-    sites: &[&'static SiteRec],
-    new: &[[u8; MAX_SITE_LEN]],
+    sites: &Chosen,
+    new: impl Fn(&SiteRec) -> [u8; MAX_SITE_LEN],
     done: u8,
 ) -> Result<(), Error> {
-    let writes: Vec<(u64, &[u8])> = (sites.iter().zip(new))
-        .map(|(s, b)| (s.addr, &b[..s.site_len()]))
-        .collect();
+    let whole = |f: text::Each<'_>| {
+        for s in sites.iter() {
+            f(s.addr, &new(s)[..s.site_len()]);
+        }
+    };
     // SAFETY: no other thread exists and this one takes no signal until the writes are done:
     // no code runs the sites meanwhile.
-    unsafe { text::write_batch(&writes) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&whole) }.map_err(Error::Text)?;
     text::sync_cores();
-    for s in sites {
-        s.state.store(done, Ordering::Release);
-    }
+    sites.set(done);
     Ok(())
 }
 
@@ -533,7 +571,7 @@ pub(crate) fn set_stacktrace(pattern: &str, on: bool) -> Result<usize, Error> {
     let pattern = Pattern::parse(pattern)?;
     let reg = lock();
     let mut n = 0;
-    for s in reg.sites.iter().filter(|s| s.matches(&pattern)) {
+    for s in reg.sites().filter(|s| s.matches(&pattern)) {
         s.stacktrace.store(on, Ordering::Relaxed);
         n += 1;
     }
@@ -557,7 +595,7 @@ pub(crate) fn add_handler(
         None => return Err(Error::TooManyHandlers),
     };
     crate::dispatch::set_slot(slot, Some((func, cookie)));
-    for s in reg.sites.iter().filter(|s| s.matches(&pattern)) {
+    for s in reg.sites().filter(|s| s.matches(&pattern)) {
         s.handlers.fetch_or(1 << slot, Ordering::AcqRel);
     }
     reg.handlers[slot] = Some(Handler { pattern });
@@ -570,7 +608,7 @@ pub(crate) fn remove_handler(slot: usize) -> bool {
     if reg.handlers.get(slot).is_none_or(Option::is_none) {
         return false;
     }
-    for s in &reg.sites {
+    for s in reg.sites() {
         s.handlers.fetch_and(!(1 << slot), Ordering::AcqRel);
     }
     crate::dispatch::set_slot(slot, None);

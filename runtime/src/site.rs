@@ -1,9 +1,8 @@
 //! Sites: takes the pattern language; hands on what every other module shares about a site: its
 //! record ([`SiteRec`]), its state constants, the [`Mode`] an enabled site fires in, its
-//! profile-point figures ([`Point`]), the list of registered sites with the notrace and handler
-//! patterns (under one lock), and the lookup snapshot the dispatchers read without a lock (the
-//! sites sorted by address with a compact hash table of their positions, immutable, swapped in
-//! atomically by [`publish`]).
+//! profile-point figures ([`Point`]), the registered tables and their sites with the notrace and
+//! handler patterns (under one lock), and the lookup snapshot the dispatchers read without a lock
+//! (each table's [`Lookup`], immutable, swapped in atomically by [`publish`]).
 //!
 //! Nothing here writes code or changes a state; the registry does, through these types.
 
@@ -414,69 +413,202 @@ impl Point {
     }
 }
 
-/// The lookup snapshot: the sites sorted by address, and an open-addressing hash table of their
-/// positions (a `u32` a slot, half the slots empty or more: 8 to 16 bytes a site, where a table
-/// of addresses and references took 64). A lookup reads one slot, then the site it names, whose
-/// address says whether it is the one (the caller reads that site's cache line next anyway).
+/// How one table's sites are found by address: buckets of equal spans of addresses (about one
+/// site each), each the position of its first site in address order. A lookup reads its
+/// bucket's two positions and the sites between them (the one it finds, as a rule: the site a
+/// hit reads next anyway). Built in one pass as a table is read, writing 4 to 8 bytes a site in
+/// address order: no hash table scattered over hundreds of kilobytes, no copy of the sites.
+pub(crate) struct Lookup {
+    /// The table's sites, in table order.
+    pub sites: &'static [SiteRec],
+    /// The lowest and highest site address.
+    lo: u64,
+    hi: u64,
+    /// A bucket spans `1 << shift` bytes of addresses.
+    shift: u32,
+    /// Position in `sites` of the `i`th site in address order; empty when the sites are in
+    /// address order (as a table's are, as a rule: each fragment is sorted, and the linker lays
+    /// fragments out in the order of their text sections).
+    order: Vec<u32>,
+    /// `buckets[b]`: how many sites lie below `lo + (b << shift)`; one more at the end, the
+    /// number of sites.
+    buckets: Vec<u32>,
+    /// Tail sites (`Form::is_tail`), which leave no return address of their own: found by the
+    /// stub they jump to instead.
+    tails: Vec<&'static SiteRec>,
+}
+
+/// Builds a table's [`Lookup`] from its sites' addresses as they are read, in table order.
+pub(crate) struct LookupBuilder {
+    first: u64,
+    /// Offsets from `first`, while the addresses come in increasing order.
+    offsets: Vec<u32>,
+    sorted: bool,
+    /// Positions of the tail sites.
+    tails: Vec<u32>,
+    /// How many sites were pushed.
+    count: u32,
+}
+
+impl LookupBuilder {
+    /// For a table of at most `capacity` sites.
+    pub(crate) fn new(capacity: usize) -> LookupBuilder {
+        LookupBuilder {
+            first: 0,
+            offsets: Vec::with_capacity(capacity),
+            sorted: true,
+            tails: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Takes the next site's address, and whether it is a tail site (the sites' order is the
+    /// table's).
+    #[inline]
+    pub(crate) fn push(&mut self, addr: u64, tail: bool) {
+        if tail {
+            self.tails.push(self.count);
+        }
+        self.count += 1;
+        if !self.sorted {
+            return;
+        }
+        let Some(&last) = self.offsets.last() else {
+            self.first = addr;
+            self.offsets.push(0);
+            return;
+        };
+        match u32::try_from(addr.wrapping_sub(self.first)) {
+            Ok(off) if off > last => self.offsets.push(off),
+            _ => self.sorted = false,
+        }
+    }
+
+    /// The lookup of `sites`, whose addresses were pushed in order.
+    pub(crate) fn finish(mut self, sites: &'static [SiteRec]) -> Lookup {
+        let mut order = Vec::new();
+        if !self.sorted || self.offsets.len() != sites.len() {
+            // Out of address order: the sites' positions sorted by address, and their offsets
+            // from the lowest. Sites over 4 GB apart, or two at one address, are no table
+            // bootprof-link makes: those past the first are not found.
+            order = (0..sites.len() as u32).collect();
+            bootprof_format::order::sort_by_key(&mut order, |&i| sites[i as usize].addr);
+            self.first = order.first().map_or(0, |&i| sites[i as usize].addr);
+            self.offsets.clear();
+            order.retain(|&i| {
+                let off = u32::try_from(sites[i as usize].addr - self.first);
+                let keep = off.is_ok_and(|off| self.offsets.last().is_none_or(|&l| off > l));
+                if keep {
+                    self.offsets.extend(off);
+                }
+                keep
+            });
+        }
+        let n = self.offsets.len();
+        let span = self.offsets.last().map_or(0, |&o| u64::from(o));
+        // About one site a bucket: between n and 2n buckets.
+        let shift = (span / (n as u64).max(1)).max(1).ilog2().min(31);
+        let count = (span >> shift) as usize + 1;
+        let mut buckets = Vec::with_capacity(count + 1);
+        let mut at = 0usize;
+        for b in 0..count as u64 {
+            while at < n && u64::from(self.offsets[at]) >> shift < b {
+                at += 1;
+            }
+            buckets.push(at as u32);
+        }
+        buckets.push(n as u32);
+        Lookup {
+            sites,
+            lo: self.first,
+            hi: self.first + span,
+            shift,
+            order,
+            buckets,
+            tails: self.tails.iter().map(|&i| &sites[i as usize]).collect(),
+        }
+    }
+}
+
+impl Lookup {
+    /// The `i`th site in address order.
+    #[inline(always)]
+    fn by_address(&self, i: usize) -> &'static SiteRec {
+        match self.order.get(i) {
+            Some(&p) => &self.sites[p as usize],
+            None => &self.sites[i],
+        }
+    }
+
+    /// The site at exactly `addr`, if it is one of this table's.
+    #[inline(always)]
+    pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
+        if addr < self.lo || addr > self.hi {
+            return None;
+        }
+        let b = ((addr - self.lo) >> self.shift) as usize;
+        // SAFETY: `addr - lo <= hi - lo`, so `b` is at most the last bucket, and `buckets` has
+        // one more entry.
+        let (from, to) = unsafe {
+            (
+                *self.buckets.get_unchecked(b) as usize,
+                *self.buckets.get_unchecked(b + 1) as usize,
+            )
+        };
+        for i in from..to {
+            let site = self.by_address(i);
+            if site.addr >= addr {
+                return (site.addr == addr).then_some(site);
+            }
+        }
+        None
+    }
+
+    /// The same answer by binary search over the sites in address order (the benchmark's
+    /// yardstick).
+    pub fn lookup_sorted(&self, addr: u64) -> Option<&'static SiteRec> {
+        let n = self.buckets.last().map_or(0, |&n| n as usize);
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let site = self.by_address(mid);
+            match site.addr.cmp(&addr) {
+                core::cmp::Ordering::Less => lo = mid + 1,
+                core::cmp::Ordering::Greater => hi = mid,
+                core::cmp::Ordering::Equal => return Some(site),
+            }
+        }
+        None
+    }
+}
+
+/// The lookup snapshot: every registered table's [`Lookup`], by address, and the tail sites by
+/// stub; immutable, swapped in atomically by [`publish`] (the tables' lookups are made once,
+/// as they are read).
 pub(crate) struct Index {
-    pub sites: Vec<&'static SiteRec>,
-    /// Position in `sites` plus one of the site hashed to each slot; 0 marks an empty slot.
-    slots: Vec<u32>,
-    mask: usize,
+    /// The tables' lookups, by their lowest address.
+    tables: Vec<&'static Lookup>,
     /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
     /// no return address of their own).
     pub tails: BTreeMap<u64, Vec<&'static SiteRec>>,
 }
 
-#[inline(always)]
-fn slot_of(addr: u64, mask: usize) -> usize {
-    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
-}
-
 impl Index {
-    fn new(sites: Vec<&'static SiteRec>, tails: BTreeMap<u64, Vec<&'static SiteRec>>) -> Index {
-        let cap = (sites.len() * 2).next_power_of_two().max(16);
-        let mask = cap - 1;
-        let mut slots = vec![0u32; cap];
-        for (i, site) in sites.iter().enumerate() {
-            let mut h = slot_of(site.addr, mask);
-            while slots[h] != 0 {
-                h = (h + 1) & mask;
-            }
-            slots[h] = i as u32 + 1;
-        }
-        Index {
-            sites,
-            slots,
-            mask,
-            tails,
-        }
-    }
-
     /// The site at exactly `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
-        let mut h = slot_of(addr, self.mask);
-        loop {
-            // SAFETY: `h <= mask`, and `slots` has `mask + 1` entries; a slot holds 0 or the
-            // position plus one of a site in `sites`.
-            let i = unsafe { *self.slots.get_unchecked(h) } as usize;
-            if i == 0 {
-                return None;
+        match self.tables.as_slice() {
+            [only] => only.lookup(addr),
+            tables => {
+                let i = tables.partition_point(|t| t.lo <= addr);
+                tables[..i].iter().rev().find_map(|t| t.lookup(addr))
             }
-            // SAFETY: as above.
-            let site = unsafe { *self.sites.get_unchecked(i - 1) };
-            if site.addr == addr {
-                return Some(site);
-            }
-            h = (h + 1) & self.mask;
         }
     }
 
-    /// The same answer by binary search over the sorted sites (the benchmark's yardstick).
-    pub fn lookup_sorted(&self, addr: u64) -> Option<&'static SiteRec> {
-        let i = self.sites.binary_search_by_key(&addr, |s| s.addr).ok()?;
-        Some(self.sites[i])
+    /// Every registered site, table by table.
+    pub fn sites(&self) -> impl Iterator<Item = &'static SiteRec> + '_ {
+        self.tables.iter().flat_map(|t| t.sites.iter())
     }
 }
 
@@ -494,22 +626,21 @@ pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
     index().and_then(|i| i.lookup(pc))
 }
 
-/// Builds and publishes a new snapshot of `sites`.
-pub(crate) fn publish(sites: &[&'static SiteRec]) {
-    let mut sites = sites.to_vec();
-    // The tables' sites come in address order, as a rule (each fragment is sorted, and the
-    // linker lays fragments out in the order of their text sections): sorting is then skipped.
-    if !sites.windows(2).all(|w| w[0].addr < w[1].addr) {
-        bootprof_format::order::sort_by_key(&mut sites, |s| s.addr);
-    }
+/// Builds and publishes a new snapshot of the lookups of `tables`.
+pub(crate) fn publish(tables: &[Table]) {
+    let mut lookups: Vec<&'static Lookup> = tables.iter().map(|t| t.lookup).collect();
+    bootprof_format::order::sort_by_key(&mut lookups, |l| l.lo);
     let mut tails: BTreeMap<u64, Vec<&'static SiteRec>> = BTreeMap::new();
-    for s in sites.iter().filter(|s| s.form.is_tail()) {
+    for s in lookups.iter().flat_map(|l| &l.tails) {
         let id = s.stub_id();
         if id != 0 {
             tails.entry(id).or_default().push(s);
         }
     }
-    let index = Box::into_raw(Box::new(Index::new(sites, tails)));
+    let index = Box::into_raw(Box::new(Index {
+        tables: lookups,
+        tails,
+    }));
     // The old snapshot may still be read by a signal handler: it is leaked, not freed.
     INDEX.store(index, Ordering::Release);
 }
@@ -526,9 +657,8 @@ pub const MAX_HANDLERS: usize = 64;
 /// The registered sites (in registration order), the notrace patterns and the handlers'
 /// patterns: what enable, disable and the dumps read and change under [`lock`].
 pub(crate) struct Registry {
-    pub sites: Vec<&'static SiteRec>,
-    /// The tables read into `sites`, in the order they were read (an unloaded object's table
-    /// leaves with its sites).
+    /// The tables read, in the order they were read (an unloaded object's table leaves with
+    /// its sites): their sites are the registered ones ([`Registry::sites`]).
     pub tables: Vec<Table>,
     pub notrace: Vec<Pattern>,
     pub handlers: Vec<Option<Handler>>,
@@ -545,6 +675,8 @@ pub(crate) struct Table {
     pub info: &'static TableInfo,
     /// Its sites, in table order (their ids follow each other from the first's).
     pub sites: &'static [SiteRec],
+    /// How its sites are found by address.
+    pub lookup: &'static Lookup,
     /// Whether every name of its sites lies in the table as valid UTF-8, NUL-terminated: a copy
     /// of the table describes them (`lane::Meta::Table`), else each site is described.
     pub self_contained: bool,
@@ -556,8 +688,37 @@ pub(crate) type TableReader = fn(&mut Registry, usize, usize);
 /// Tables kept unread at most; one more is read at once.
 const PENDING: usize = 32;
 
+impl Registry {
+    /// The registered sites, in the order they were registered.
+    pub fn sites(&self) -> impl Iterator<Item = &'static SiteRec> + '_ {
+        self.tables.iter().flat_map(|t| t.sites.iter())
+    }
+
+    /// How many sites are registered.
+    pub fn site_count(&self) -> usize {
+        self.tables.iter().map(|t| t.sites.len()).sum()
+    }
+
+    /// The `i`th registered site.
+    pub fn site(&self, mut i: usize) -> Option<&'static SiteRec> {
+        for t in &self.tables {
+            match t.sites.get(i) {
+                Some(s) => return Some(s),
+                None => i -= t.sites.len(),
+            }
+        }
+        None
+    }
+
+    /// Whether `site` is one of the registered sites (its object is still loaded).
+    pub fn holds(&self, site: &SiteRec) -> bool {
+        self.tables
+            .iter()
+            .any(|t| t.sites.as_ptr_range().contains(&(site as *const SiteRec)))
+    }
+}
+
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
-    sites: Vec::new(),
     tables: Vec::new(),
     notrace: Vec::new(),
     handlers: Vec::new(),
@@ -616,9 +777,9 @@ pub(crate) fn lock() -> crate::sys::MutexGuard<'static, Registry> {
     reg
 }
 
-/// Measures the lookup structure: builds a snapshot of `n` synthetic sites spread like code
-/// (addresses 5 to 40 bytes apart) and returns the mean nanoseconds per lookup of the hash table
-/// and of a binary search over the same sites, for `lookups` random present addresses.
+/// Measures the lookup structure: builds the lookup of a table of `n` synthetic sites spread
+/// like code (addresses 5 to 40 bytes apart) and returns the mean nanoseconds per lookup of the
+/// buckets and of a binary search over the same sites, for `lookups` random present addresses.
 #[doc(hidden)]
 pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -629,15 +790,17 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
         x
     };
     let mut addr = 0x55_5555_0000u64;
-    let sites: Vec<&'static SiteRec> = (0..n)
+    let mut builder = LookupBuilder::new(n);
+    let sites: Vec<SiteRec> = (0..n)
         .map(|i| {
             addr += 5 + rand() % 36;
-            synthetic_site(i as u32, addr)
+            builder.push(addr, false);
+            synthetic(i as u32, addr)
         })
         .collect();
-    let index = Index::new(sites, BTreeMap::new());
+    let lookup = builder.finish(sites.leak());
     let probes: Vec<u64> = (0..lookups)
-        .map(|_| index.sites[(rand() % n as u64) as usize].addr)
+        .map(|_| lookup.sites[(rand() % n as u64) as usize].addr)
         .collect();
     let time = |f: &dyn Fn(u64) -> Option<&'static SiteRec>| {
         let t = crate::sys::Instant::now();
@@ -648,14 +811,18 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
         assert_eq!(found as usize, lookups);
         t.elapsed_ns() as f64 / lookups as f64
     };
-    let hash = time(&|a| index.lookup(a));
-    let sorted = time(&|a| index.lookup_sorted(a));
-    (hash, sorted)
+    let buckets = time(&|a| lookup.lookup(a));
+    let sorted = time(&|a| lookup.lookup_sorted(a));
+    (buckets, sorted)
 }
 
 /// A site with no object behind it, for the benchmarks.
 #[doc(hidden)]
 pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
+    Box::leak(Box::new(synthetic(id, addr)))
+}
+
+fn synthetic(id: u32, addr: u64) -> SiteRec {
     /// The table of a site with no object behind it.
     static NONE: TableInfo = TableInfo {
         bytes: &[],
@@ -663,7 +830,7 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         points: AtomicPtr::new(core::ptr::null_mut()),
         len: 0,
     };
-    Box::leak(Box::new(SiteRec {
+    SiteRec {
         addr,
         target: 0,
         table: &NONE,
@@ -679,5 +846,90 @@ pub fn synthetic_site(id: u32, addr: u64) -> &'static SiteRec {
         latency: 0,
         stacktrace: AtomicBool::new(false),
         has_function: false,
-    }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lookup of sites at `addrs` (in that order, as a table lists them), leaked.
+    fn lookup_of(addrs: &[u64]) -> &'static Lookup {
+        let mut builder = LookupBuilder::new(addrs.len());
+        let sites: Vec<SiteRec> = (addrs.iter().enumerate())
+            .map(|(i, &a)| {
+                builder.push(a, i % 7 == 3);
+                synthetic(i as u32, a)
+            })
+            .collect();
+        Box::leak(Box::new(builder.finish(sites.leak())))
+    }
+
+    /// Every site is found by its address, and no address between, before or after them; in
+    /// table order or out of it, with sites close together and far apart; tail sites are kept
+    /// apart.
+    #[test]
+    fn every_site_and_nothing_else_is_found() {
+        let mut addrs: Vec<u64> = Vec::new();
+        let mut a = 0x40_0000u64;
+        for i in 0..5000u64 {
+            // Runs of sites a few bytes apart, and gaps of up to 64 KB.
+            a += if i % 100 == 99 { 65_536 } else { 5 + i % 37 };
+            addrs.push(a);
+        }
+        let mut shuffled = addrs.clone();
+        let n = shuffled.len();
+        for i in 0..n {
+            shuffled.swap(i, (i * 7919) % n);
+        }
+        for order in [&addrs, &shuffled] {
+            let lookup = lookup_of(order);
+            for (i, &a) in order.iter().enumerate() {
+                let site = lookup
+                    .lookup(a)
+                    .unwrap_or_else(|| panic!("{a:#x} not found"));
+                assert_eq!((site.addr, site.id), (a, i as u32));
+                assert_eq!(lookup.lookup_sorted(a).map(|s| s.id), Some(i as u32));
+            }
+            for &a in &addrs {
+                assert!(lookup.lookup(a + 1).is_none() || addrs.contains(&(a + 1)));
+            }
+            assert!(lookup.lookup(addrs[0] - 1).is_none());
+            assert!(lookup.lookup(addrs[n - 1] + 1).is_none());
+            assert!(lookup.lookup(0).is_none() && lookup.lookup(u64::MAX).is_none());
+            let tails: Vec<u32> = lookup.tails.iter().map(|s| s.id).collect();
+            let want: Vec<u32> = (0..n as u32).filter(|i| i % 7 == 3).collect();
+            assert_eq!(tails, want);
+        }
+    }
+
+    /// One site, and two far apart (one bucket of 2^31 bytes): both found.
+    #[test]
+    fn one_site_and_two_far_apart() {
+        let one = lookup_of(&[0x1000]);
+        assert_eq!(one.lookup(0x1000).map(|s| s.id), Some(0));
+        assert!(one.lookup(0x1001).is_none() && one.lookup(0xfff).is_none());
+        let two = lookup_of(&[0x1000, 0x1000 + (3 << 30)]);
+        assert_eq!(two.lookup(0x1000 + (3 << 30)).map(|s| s.id), Some(1));
+        assert_eq!(two.lookup(0x1000).map(|s| s.id), Some(0));
+        assert!(two.lookup(0x2000).is_none());
+    }
+
+    /// The snapshot finds each of its tables' sites, and nothing between or around them.
+    #[test]
+    fn the_snapshot_finds_the_sites_of_every_table() {
+        let high = lookup_of(&[0x9000, 0x9010]);
+        let low = lookup_of(&[0x1000, 0x1010, 0x1020]);
+        let index = Index {
+            tables: vec![low, high],
+            tails: BTreeMap::new(),
+        };
+        for a in [0x9000, 0x9010, 0x1000, 0x1010, 0x1020] {
+            assert_eq!(index.lookup(a).map(|s| s.addr), Some(a));
+        }
+        for a in [0x500, 0x1005, 0x5000, 0x9008, 0xa000] {
+            assert!(index.lookup(a).is_none(), "{a:#x}");
+        }
+        assert_eq!(index.sites().count(), 5);
+    }
 }

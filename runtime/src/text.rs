@@ -180,28 +180,53 @@ fn parse_maps(maps: &str) -> Vec<(usize, usize, libc::c_int)> {
     out
 }
 
+/// A batch of writes: calls its argument with each write's address and bytes, in the same order
+/// every time it is called (writing visits a batch several times). A batch of every site of a
+/// large program is made this way from the sites themselves, not kept in a vector of hundreds of
+/// kilobytes whose pages cost more than the writes.
+pub type Writes<'a> = &'a dyn Fn(Each<'_>);
+
+/// What a batch calls with each write (see [`Writes`]).
+pub type Each<'b> = &'b mut dyn FnMut(u64, &[u8]);
+
+/// The writes of `list`, as a batch.
+#[cfg(test)]
+fn listed<'a>(list: &'a [(u64, &'a [u8])]) -> impl Fn(Each<'_>) + 'a {
+    move |f| {
+        for &(a, b) in list {
+            f(a, b);
+        }
+    }
+}
+
 /// The pages `writes` touch, as ranges of adjacent pages (start, end), in address order: in one
 /// pass when the writes are in address order (a table's sites are), else sorted first.
-fn page_ranges(writes: &[(u64, &[u8])], ps: usize) -> Vec<(usize, usize)> {
-    let span = |&(a, b): &(u64, &[u8])| {
+fn page_ranges(writes: Writes, ps: usize) -> Vec<(usize, usize)> {
+    let span = |a: u64, b: &[u8]| {
         let first = a as usize & !(ps - 1);
         let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
         (first, last + ps)
     };
-    let mut spans: Vec<(usize, usize)> = Vec::new();
     let push =
         |spans: &mut Vec<(usize, usize)>, (start, end): (usize, usize)| match spans.last_mut() {
             Some((_, e)) if start <= *e => *e = (*e).max(end),
             _ => spans.push((start, end)),
         };
-    if writes.windows(2).all(|w| w[0].0 <= w[1].0) {
-        for w in writes {
-            push(&mut spans, span(w));
+    let (mut spans, mut last, mut sorted) = (Vec::new(), 0, true);
+    writes(&mut |a, b| {
+        sorted &= a >= last;
+        last = a;
+        if sorted {
+            push(&mut spans, span(a, b));
         }
+    });
+    if sorted {
         return spans;
     }
-    let mut all: Vec<(usize, usize)> = writes.iter().map(span).collect();
+    let mut all: Vec<(usize, usize)> = Vec::new();
+    writes(&mut |a, b| all.push(span(a, b)));
     bootprof_format::order::sort_by_key(&mut all, |&s| s);
+    spans.clear();
     for s in all {
         push(&mut spans, s);
     }
@@ -238,11 +263,11 @@ fn protection_runs(ranges: &[(usize, usize)], maps: &str) -> Vec<(usize, usize, 
 /// # Safety
 /// Each write must be to this process's code, at a site whose old and new bytes are each valid
 /// for a thread to execute at any moment (the caller runs the cross-modifying protocol).
-pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
-    if writes.is_empty() {
+pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
+    let ranges = page_ranges(writes, page_size());
+    if ranges.is_empty() {
         return Ok(());
     }
-    let ranges = page_ranges(writes, page_size());
     let maps = crate::sys::read_to_string(b"/proc/self/maps").unwrap_or_default();
     let runs = protection_runs(&ranges, &maps);
     let mut opened = 0;
@@ -273,12 +298,12 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
         for &(start, end) in &ranges {
             crate::sys::populate_write(start, end - start);
         }
-        for &(a, b) in writes {
+        writes(&mut |a, b| {
             for (i, &byte) in b.iter().enumerate() {
                 // SAFETY: the page is writable now and the caller vouches for the bytes.
                 unsafe { core::ptr::write_volatile((a as usize + i) as *mut u8, byte) };
             }
-        }
+        });
     }
     for &(start, len, prot) in runs.iter().take(opened) {
         // SAFETY: restores the protection the pages had.
@@ -289,7 +314,7 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
     };
     if policy == 2 {
         return Err(TextError {
-            address: writes[0].0,
+            address: ranges[0].0 as u64,
             mprotect_errno,
             procmem_errno: libc::EPERM,
         });
@@ -303,9 +328,14 @@ pub unsafe fn write_batch(writes: &[(u64, &[u8])]) -> Result<(), TextError> {
 
 /// Writes through `/proc/self/mem`, which the kernel allows even on read-only mappings. Checks
 /// first that every address can be written, so a failure leaves nothing half-written.
-fn write_procmem(writes: &[(u64, &[u8])]) -> Result<(), (u64, i32)> {
-    let mem =
-        crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0).map_err(|e| (writes[0].0, e.0))?;
+fn write_procmem(writes: Writes) -> Result<(), (u64, i32)> {
+    let mut first = 0;
+    writes(&mut |a, _| {
+        if first == 0 {
+            first = a;
+        }
+    });
+    let mem = crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0).map_err(|e| (first, e.0))?;
     // One byte at `at`, read into or written from `byte`; the errno when it is not moved.
     let moved = |byte: *mut u8, at: u64, write: bool| -> Result<(), (u64, i32)> {
         // SAFETY: one byte of a buffer the caller owns; `at` is an offset into /proc/self/mem.
@@ -321,19 +351,24 @@ fn write_procmem(writes: &[(u64, &[u8])]) -> Result<(), (u64, i32)> {
             _ => Err((at, crate::sys::Errno::last().0)),
         }
     };
-    // Probe every site by writing back its current first byte (a no-op if it succeeds).
-    for &(a, _) in writes {
-        let mut cur = 0u8;
-        moved(&mut cur, a, false).map_err(|(_, e)| (a, e))?;
-        moved(&mut cur, a, true).map_err(|(_, e)| (a, e))?;
-    }
-    for &(a, b) in writes {
-        for (i, &byte) in b.iter().enumerate() {
-            let mut byte = byte;
-            moved(&mut byte, a + i as u64, true).map_err(|(_, e)| (a, e))?;
+    // Probe every site by writing back its current first byte (a no-op if it succeeds); the
+    // first failure stops everything.
+    let mut failed = Ok(());
+    writes(&mut |a, _| {
+        if failed.is_ok() {
+            let mut cur = 0u8;
+            failed = moved(&mut cur, a, false).and_then(|()| moved(&mut cur, a, true));
         }
-    }
-    Ok(())
+    });
+    writes(&mut |a, b| {
+        for (i, &byte) in b.iter().enumerate() {
+            if failed.is_ok() {
+                let mut byte = byte;
+                failed = moved(&mut byte, a + i as u64, true).map_err(|(_, e)| (a, e));
+            }
+        }
+    });
+    failed
 }
 
 #[cfg(test)]
@@ -407,8 +442,8 @@ mod tests {
         let b: &[u8] = &[0; 5];
         let sorted = [(0x1000, b), (0x1ffe, b), (0x5000, b)];
         let want = [(0x1000, 0x3000), (0x5000, 0x6000)];
-        assert_eq!(page_ranges(&sorted, 0x1000), want);
+        assert_eq!(page_ranges(&listed(&sorted), 0x1000), want);
         let shuffled = [sorted[2], sorted[0], sorted[1]];
-        assert_eq!(page_ranges(&shuffled, 0x1000), want);
+        assert_eq!(page_ranges(&listed(&shuffled), 0x1000), want);
     }
 }
