@@ -88,6 +88,11 @@ pub(crate) fn keep() -> Keep {
     Keep::from_u32(KEEP.load(Ordering::Relaxed)).unwrap_or(Keep::Start)
 }
 
+/// The session directory, open (-1 outside a session).
+pub(crate) fn session_dir() -> i32 {
+    DIR_FD.load(Ordering::Relaxed)
+}
+
 /// Whether the buffer is a lane file in a session.
 pub(crate) fn in_session() -> bool {
     FD.load(Ordering::Relaxed) >= 0

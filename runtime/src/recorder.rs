@@ -259,10 +259,16 @@ pub(crate) fn describe_table(table: &site::Table) {
     let bytes = table.info.bytes;
     let address = bytes.as_ptr() as u64;
     if buffer::in_session() {
-        // The table's bytes are its object's file's: they go from that file to the lane's.
-        let head = lane::table_header(first.id, address, bytes.len());
+        // The table's bytes are its object's file's: that file is linked into the session
+        // directory (once for every process of the session), or else the bytes go from that
+        // file to the lane's.
         let (input, from) = mapped_file(address as usize);
-        buffer::append_meta_from_file(&head, input.as_ref().map_or(-1, |f| f.0), from, bytes);
+        let input = input.as_ref().map_or(-1, |f| f.0);
+        if link_object(input, first.id, address, from, bytes.len()) {
+            return;
+        }
+        let head = lane::table_header(first.id, address, bytes.len());
+        buffer::append_meta_from_file(&head, input, from, bytes);
         return;
     }
     let meta = Meta::Table {
@@ -297,6 +303,78 @@ fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
     let same = crate::syscall::fstat(file.0, &mut st) == 0
         && (libc::major(st.st_dev), libc::minor(st.st_dev), st.st_ino) == m.file;
     (same.then_some(file), at)
+}
+
+/// Links the object file open as `input` into the session directory (unless it is there) and
+/// tells the lane that the table of `len` bytes at `address`, whose first site is `first_id`,
+/// is at `offset` of that file: a system call or two where copying the table into the lane
+/// took hundreds of microseconds for every process. False (and nothing written) when it cannot
+/// be linked: another file system, a file the process may not link (`protected_hardlinks`),
+/// a file deleted since it was loaded.
+fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize) -> bool {
+    let dir = buffer::session_dir();
+    if input < 0 || dir < 0 {
+        return false;
+    }
+    let Some(file) = file_id(input) else {
+        return false;
+    };
+    let mut room = [0u8; lane::OBJECT_FILE_NAME_MAX];
+    let name = lane::object_file_name(&file, &mut room);
+    let name_len = name.len();
+    let mut c_name = [0u8; lane::OBJECT_FILE_NAME_MAX + 1];
+    c_name[..name_len].copy_from_slice(name.as_bytes());
+    let from = format!("/proc/self/fd/{input}\0");
+    // SAFETY: two NUL-terminated paths; the directory is the session's, open.
+    let linked = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr().cast(),
+            dir,
+            c_name.as_ptr().cast(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    } == 0;
+    let there = linked || {
+        // Another process of the session linked it: the same file, if it is the same inode.
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated name in the open session directory.
+        let fd = unsafe { libc::openat(dir, c_name.as_ptr().cast(), flags) };
+        let same = fd >= 0 && file_id(fd).is_some_and(|f| (f.dev, f.ino) == (file.dev, file.ino));
+        if fd >= 0 {
+            // SAFETY: closes the descriptor opened above.
+            unsafe { libc::close(fd) };
+        }
+        same
+    };
+    if !there {
+        return false;
+    }
+    let meta = Meta::TableFile {
+        first_id,
+        address,
+        len: len as u64,
+        offset,
+        file,
+        name: &c_name[..name_len],
+    };
+    buffer::append_meta(meta.encoded_len(), buffer::Wait::Yes, |room| {
+        meta.encode(room)
+    })
+}
+
+/// The identity of the file open as `fd` ([`lane::FileId`]).
+fn file_id(fd: i32) -> Option<lane::FileId> {
+    // SAFETY: all zeroes is a valid stat.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    (crate::syscall::fstat(fd, &mut st) == 0).then(|| lane::FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: st.st_size as u64,
+        mtime_ns: (st.st_mtime as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(st.st_mtime_nsec as u64),
+    })
 }
 
 /// Writes the names of `sites` into the lane (a metadata blob).

@@ -31,6 +31,8 @@ mod scale;
 mod shared;
 #[path = "runtime/stacks.rs"]
 mod stacks;
+#[path = "runtime/tables.rs"]
+mod tables;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -628,6 +630,29 @@ fn read_session(dir: &Path) -> Trace {
             Chunk::Meta { len } => {
                 let mut blob = &chunks[k * CHUNK_SIZE + CHUNK_HEADER_SIZE..][..len as usize];
                 while let Some((m, n)) = Meta::decode(blob) {
+                    // A table in an object file linked into the session: its bytes from there.
+                    let linked;
+                    let m = match m {
+                        Meta::TableFile {
+                            first_id,
+                            address,
+                            len,
+                            offset,
+                            name,
+                            ..
+                        } => {
+                            let file =
+                                std::fs::read(dir.join(String::from_utf8_lossy(name).as_ref()));
+                            linked = file.unwrap();
+                            let (from, to) = (offset as usize, (offset + len) as usize);
+                            Meta::Table {
+                                first_id,
+                                address,
+                                table: &linked[from..to],
+                            }
+                        }
+                        m => m,
+                    };
                     for site in m.sites() {
                         let Meta::Site {
                             id,
@@ -1549,13 +1574,18 @@ fn a_lane_cut_short_is_read_up_to_the_cut() {
 /// a session directory, or a symlink, that is already there.
 #[test]
 fn session_files_are_never_written_through_a_planted_symlink() {
+    use std::os::unix::fs::MetadataExt;
     use std::os::unix::fs::PermissionsExt;
     let w = Work::new("planted-session");
-    w.build("endings", &["endings.c"], &[], &[]);
+    let exe = w.build("endings", &["endings.c"], &[], &[]);
     let shared = w.path("shared");
     std::fs::create_dir(&shared).unwrap();
     let victim = w.path("victim");
     std::fs::write(&victim, b"precious\n").unwrap();
+    // And where the program's file would be linked into the session.
+    let exe_meta = std::fs::metadata(&exe).unwrap();
+    let object = format!("object-{:x}-{}", exe_meta.dev(), exe_meta.ino());
+    std::os::unix::fs::symlink(&victim, shared.join(&object)).unwrap();
     // The shell plants the symlink under its own pid, then becomes the program (same pid).
     let script = format!(
         "ln -s {} {}/$$.0.lane && exec ./endings exit 100 0",
@@ -1576,9 +1606,9 @@ fn session_files_are_never_written_through_a_planted_symlink() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
     assert!(
-        names[0].ends_with(".0.lane") && names[1].ends_with(".1.lane"),
+        names[0].ends_with(".0.lane") && names[1].ends_with(".1.lane") && names[2] == object,
         "{names:?}"
     );
     let lane = shared.join(&names[1]);
@@ -1587,6 +1617,9 @@ fn session_files_are_never_written_through_a_planted_symlink() {
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     let t = bootprof_report::read_trace(&lane).unwrap();
     assert_eq!(t.processes[0].records, 100);
+    // The table was copied into the lane instead: its names are there.
+    assert!(t.processes[0].unread_tables.is_empty());
+    assert!(t.sites.iter().all(|s| s.name == "tick"));
     // bootprof run: an existing directory, or a symlink to one, is refused before anything runs.
     let link = w.path("session-link");
     std::os::unix::fs::symlink(&shared, &link).unwrap();
@@ -1603,7 +1636,7 @@ fn session_files_are_never_written_through_a_planted_symlink() {
             !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("already exists")
         );
     }
-    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 2);
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 3);
     // A session directory bootprof run makes is its user's only, and so is its session file.
     let (_, _) = session_of(&w, "mine", &["./endings", "exit", "1", "0"], &[]);
     let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;

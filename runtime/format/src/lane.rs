@@ -67,11 +67,15 @@ use crate::trace::{Record, RecordKind};
 
 /// First bytes of a lane file.
 pub const LANE_MAGIC: [u8; 8] = *b"BPLANE\0\0";
-/// The lane layout described here, as the runtime writes it: version 2 with [`Meta::Table`]
-/// entries (a loaded object's site table copied whole, where version 2 had a [`Meta::Site`]
-/// entry per site), which a reader of version 2 would take for damage. Readers read all three
-/// versions.
-pub const LANE_VERSION: u32 = 3;
+/// The lane layout described here, as the runtime writes it: version 3 with [`Meta::TableFile`]
+/// entries (a loaded object's site table left in the object's file, which the runtime linked
+/// into the session directory), which a reader of version 3 would take for damage. Readers
+/// read all four versions.
+pub const LANE_VERSION: u32 = 4;
+/// Version 2 with [`Meta::Table`] entries (a loaded object's site table copied whole, where
+/// version 2 had a [`Meta::Site`] entry per site), which a reader of version 2 would take for
+/// damage.
+pub const LANE_VERSION_3: u32 = 3;
 /// Version 1 with the `FLAGS` header field, [`Meta::Counts`] entries, the latency area and kept
 /// windows ([`CHUNK_LATENCY`], [`CHUNK_KEPT`]) and program-given thread names
 /// ([`META_THREAD_GIVEN`]), which a reader of version 1 would take for damage.
@@ -292,7 +296,7 @@ impl LaneHeader {
             return Err("not a bootprof lane (bad magic)");
         }
         let version = u32_at(b, field::VERSION);
-        if ![LANE_VERSION, LANE_VERSION_2, LANE_VERSION_1].contains(&version) {
+        if ![LANE_VERSION, LANE_VERSION_3, LANE_VERSION_2, LANE_VERSION_1].contains(&version) {
             return Err("unknown lane version");
         }
         if u32_at(b, field::HEADER_SIZE) as usize != LANE_HEADER_SIZE
@@ -520,6 +524,8 @@ pub const META_THREAD_GIVEN: u8 = 4;
 pub const META_COUNTS: u8 = 3;
 /// Tag of a site-table entry in a metadata blob (lane version 3 on).
 pub const META_TABLE: u8 = 5;
+/// Tag of a site-table entry that names the table's file (lane version 4 on).
+pub const META_TABLE_FILE: u8 = 6;
 /// Bytes of one site's count in a [`Meta::Counts`] entry: `u32` site id, `u64` hits.
 pub const COUNT_SIZE: usize = 12;
 /// Bytes before the counts of a [`Meta::Counts`] entry: the tag and the number of counts.
@@ -539,7 +545,12 @@ pub const TABLE_HEADER: usize = 1 + 4 + 8 + 4;
 /// - table: tag [`META_TABLE`], `u32 first_id`, `u64 address`, then the bytes of a loaded
 ///   object's site table (as `bootprof-link` wrote it, [`crate::sites`]) as a string: its sites
 ///   in table order have the ids `first_id`, `first_id + 1`, ... (the runtime writes one when
-///   every name of the table lies in the table, as the rewriter puts them; see [`Meta::sites`]).
+///   every name of the table lies in the table, as the rewriter puts them; see [`Meta::sites`]);
+/// - table file: tag [`META_TABLE_FILE`], `u32 first_id`, `u64 address`, `u64 len`, `u64
+///   offset`, the file's identity as [`FileId`]'s four `u64`, then the file's name in the
+///   session directory as a string: the table entry whose bytes are the `len` bytes at `offset`
+///   of that file, as long as it is still the file it was (the runtime links the loaded
+///   object's file into the session directory instead of copying the table into the lane).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta<'a> {
     /// A site the process registered.
@@ -582,7 +593,67 @@ pub enum Meta<'a> {
         /// The table's bytes.
         table: &'a [u8],
     },
+    /// A [`Meta::Table`] whose bytes are in a file of the session directory: its reader reads
+    /// them from there, if the file is still the one named (its [`FileId`]).
+    TableFile {
+        /// The runtime's id of the table's first site.
+        first_id: u32,
+        /// The table's address in the process.
+        address: u64,
+        /// The table's length in bytes.
+        len: u64,
+        /// Where the table starts in the file.
+        offset: u64,
+        /// The file as it was when the process linked it.
+        file: FileId,
+        /// The file's name in the session directory.
+        name: &'a [u8],
+    },
 }
+
+/// What tells a file's contents from others' without reading them: its device, inode, size and
+/// modification time (nanoseconds since the epoch). A file written in place changes its
+/// modification time; one replaced is another inode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileId {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_size`.
+    pub size: u64,
+    /// `st_mtime` in nanoseconds.
+    pub mtime_ns: u64,
+}
+
+/// Room for [`object_file_name`]: `object-`, the device in hex, `-`, the inode in decimal.
+pub const OBJECT_FILE_NAME_MAX: usize = 7 + 16 + 1 + 20;
+
+/// The name a loaded object's file is linked under in a session directory (written into `out`):
+/// one per file, which every process of the session that loads it shares.
+pub fn object_file_name<'a>(file: &FileId, out: &'a mut [u8; OBJECT_FILE_NAME_MAX]) -> &'a str {
+    struct Room<'a>(&'a mut [u8], usize);
+    impl core::fmt::Write for Room<'_> {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let end = self.1 + s.len();
+            self.0.get_mut(self.1..end).ok_or(core::fmt::Error)?;
+            self.0[self.1..end].copy_from_slice(s.as_bytes());
+            self.1 = end;
+            Ok(())
+        }
+    }
+    let mut room = Room(out, 0);
+    // The room holds the longest name.
+    let _ = core::fmt::write(
+        &mut room,
+        format_args!("object-{:x}-{}", file.dev, file.ino),
+    );
+    let n = room.1;
+    core::str::from_utf8(&out[..n]).unwrap_or("")
+}
+
+/// Bytes of a [`Meta::TableFile`] entry before its name's bytes.
+const TABLE_FILE_HEADER: usize = 1 + 4 + 8 + 8 + 8 + 4 * 8 + 4;
 
 /// What comes before the table's bytes in a [`Meta::Table`] entry of `len` bytes of table (for
 /// a writer that puts the table behind it without holding it in memory).
@@ -634,6 +705,7 @@ impl<'a> Meta<'a> {
             Meta::Thread { name, .. } => 1 + 4 + 4 + name.len(),
             Meta::Counts { counts } => COUNTS_HEADER + counts.len(),
             Meta::Table { table, .. } => TABLE_HEADER + table.len(),
+            Meta::TableFile { name, .. } => TABLE_FILE_HEADER + name.len(),
         }
     }
 
@@ -692,6 +764,29 @@ impl<'a> Meta<'a> {
                 put(&table_header(first_id, address, table.len()));
                 put(table);
             }
+            Meta::TableFile {
+                first_id,
+                address,
+                len,
+                offset,
+                file,
+                name,
+            } => {
+                put(&[META_TABLE_FILE]);
+                put(&first_id.to_le_bytes());
+                for word in [
+                    address,
+                    len,
+                    offset,
+                    file.dev,
+                    file.ino,
+                    file.size,
+                    file.mtime_ns,
+                ] {
+                    put(&word.to_le_bytes());
+                }
+                string(&mut put, name);
+            }
         }
         at
     }
@@ -743,6 +838,25 @@ impl<'a> Meta<'a> {
                 address: u64_at(take(&mut at, 8)?, 0),
                 table: string(&mut at)?,
             },
+            META_TABLE_FILE => {
+                let first_id = u32_of(&mut at)?;
+                let mut word = || take(&mut at, 8).map(|s| u64_at(s, 0));
+                let (address, len, offset) = (word()?, word()?, word()?);
+                let file = FileId {
+                    dev: word()?,
+                    ino: word()?,
+                    size: word()?,
+                    mtime_ns: word()?,
+                };
+                Meta::TableFile {
+                    first_id,
+                    address,
+                    len,
+                    offset,
+                    file,
+                    name: string(&mut at)?,
+                }
+            }
             _ => return None,
         };
         Some((meta, at))
@@ -1056,5 +1170,45 @@ mod tests {
         // A count of entries no blob could hold is refused, not multiplied past usize.
         put_counts_header(&mut entry, u32::MAX);
         assert_eq!(Meta::decode(&entry), None);
+    }
+
+    /// A table-file entry round-trips, names its file by the file's identity, describes no
+    /// sites by itself (its reader reads the file), and a cut entry is refused.
+    #[test]
+    fn table_file_entries_round_trip_and_refuse_a_cut() {
+        let file = FileId {
+            dev: 0xfe00,
+            ino: u64::MAX,
+            size: 3_357_680,
+            mtime_ns: 1_795_561_756_498_322_000,
+        };
+        let mut room = [0u8; OBJECT_FILE_NAME_MAX];
+        let name = object_file_name(&file, &mut room);
+        assert_eq!(name, "object-fe00-18446744073709551615");
+        let longest = FileId {
+            dev: u64::MAX,
+            ..file
+        };
+        let mut room2 = [0u8; OBJECT_FILE_NAME_MAX];
+        assert_eq!(
+            object_file_name(&longest, &mut room2).len(),
+            OBJECT_FILE_NAME_MAX
+        );
+        let entry = Meta::TableFile {
+            first_id: 40,
+            address: 0x5000,
+            len: 923_160,
+            offset: 1_897_808,
+            file,
+            name: name.as_bytes(),
+        };
+        let mut buf = std::vec![0u8; entry.encoded_len()];
+        assert_eq!(entry.encode(&mut buf), buf.len());
+        let (meta, n) = Meta::decode(&buf).unwrap();
+        assert_eq!((meta, n), (entry, buf.len()));
+        assert_eq!(meta.sites().count(), 0);
+        for cut in 0..n {
+            assert_eq!(Meta::decode(&buf[..cut]), None);
+        }
     }
 }

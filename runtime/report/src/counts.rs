@@ -159,6 +159,7 @@ mod tests {
             cut_bytes: 0,
             filter: Default::default(),
             filtered: 0,
+            unread_tables: Vec::new(),
             counts,
             latency: None,
         }

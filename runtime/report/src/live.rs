@@ -335,7 +335,7 @@ impl Lane {
                         let start = at + fmt::CHUNK_HEADER_SIZE;
                         if let Some(blob) = map.get(start..start + len as usize) {
                             self.metas.insert(k as u64);
-                            self.read_meta(blob);
+                            self.read_meta(path.parent(), blob);
                         }
                     }
                     fmt::Chunk::Data { tid, before, .. } => data.push((tid, before, at)),
@@ -443,13 +443,29 @@ impl Lane {
         self.sites.insert(site.id, (func, other, site.kind));
     }
 
-    fn read_meta(&mut self, mut blob: &[u8]) {
+    fn read_meta(&mut self, dir: Option<&std::path::Path>, mut blob: &[u8]) {
         while let Some((meta, n)) = Meta::decode(blob) {
             blob = &blob[n..];
             match meta {
                 Meta::Site { .. } | Meta::Table { .. } => {
                     for site in meta.sites() {
                         self.read_site(&site);
+                    }
+                }
+                // A table that cannot be read leaves its sites' records unnamed here; the
+                // report at the end says why.
+                Meta::TableFile {
+                    first_id, address, ..
+                } => {
+                    if let Ok(table) = crate::session::table_file_bytes(dir, &meta) {
+                        let meta = Meta::Table {
+                            first_id,
+                            address,
+                            table: &table,
+                        };
+                        for site in meta.sites() {
+                            self.read_site(&site);
+                        }
                     }
                 }
                 Meta::Thread { tid, name, given } => {

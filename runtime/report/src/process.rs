@@ -46,6 +46,9 @@ pub struct Process {
     pub filter: crate::filter::Filter,
     /// Calls the filter left out.
     pub filtered: u64,
+    /// Why the names of a site table it registered could not be read, for each such table (its
+    /// sites' records are left out).
+    pub unread_tables: Vec<String>,
 }
 
 /// What a process's lane says of its hit counts.
@@ -122,6 +125,9 @@ impl Process {
         }
         if self.damaged > 0 {
             parts.push(format!("{} damaged chunks or slots", self.damaged));
+        }
+        for why in &self.unread_tables {
+            parts.push(format!("the names of a site table are missing ({why})"));
         }
         if self.cut_bytes > 0 {
             parts.push(format!(

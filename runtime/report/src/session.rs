@@ -39,6 +39,8 @@ pub fn is_session(path: &Path) -> bool {
 
 /// What one lane holds. Its records stay in its bytes (mapped) until the lanes are merged.
 struct LaneData<'a> {
+    /// The session directory it is read from (where the object files its tables name are).
+    dir: Option<PathBuf>,
     header: LaneHeader,
     process: Process,
     sites: HashMap<u32, TraceSite>,
@@ -247,7 +249,9 @@ fn lane_of_bytes<'a>(
                 min_ns: (header.filter_min_ns != 0).then_some(header.filter_min_ns),
             },
             filtered: header.filtered,
+            unread_tables: Vec::new(),
         },
+        dir: dir.map(Path::to_path_buf),
         header,
         sites: HashMap::new(),
         threads: HashMap::new(),
@@ -408,6 +412,59 @@ fn inherit_metadata(
     }
 }
 
+/// The bytes of the site table a [`Meta::TableFile`] entry names: read from the object file the
+/// process linked into the session directory `dir`, if that is still the file it was; else why
+/// not.
+pub(crate) fn table_file_bytes(
+    dir: Option<&Path>,
+    meta: &Meta,
+) -> std::result::Result<Vec<u8>, String> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let Meta::TableFile {
+        len,
+        offset,
+        file,
+        name,
+        ..
+    } = *meta
+    else {
+        return Ok(Vec::new());
+    };
+    let name = String::from_utf8_lossy(name);
+    // A name from the lane stays in the session directory.
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err(format!("the lane names the object file {name:?}"));
+    }
+    let Some(dir) = dir else {
+        return Err(format!(
+            "they are in the object file {name} of the session directory, which is not known"
+        ));
+    };
+    let path = dir.join(&*name);
+    let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let st = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let now = fmt::FileId {
+        dev: st.dev(),
+        ino: st.ino(),
+        size: st.size(),
+        mtime_ns: (st.mtime() as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(st.mtime_nsec() as u64),
+    };
+    if now != file {
+        return Err(format!(
+            "{} is no longer the file the process loaded: it was written since",
+            path.display()
+        ));
+    }
+    let mut table = vec![0u8; usize::try_from(len).map_err(|_| "a table too large")?];
+    f.read_exact_at(&mut table, offset)
+        .map_err(|e| format!("{}: reading {len} bytes at {offset}: {e}", path.display()))?;
+    Ok(table)
+}
+
 /// Whose lane a metadata blob is read from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Whose {
@@ -440,17 +497,28 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData, whose: Whose) -> u
         };
         blob = &blob[n..];
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        match meta {
-            Meta::Site { .. } | Meta::Table { .. } => {
-                for site in meta.sites() {
-                    match site_of(&site) {
-                        Some(s) => {
-                            lane.sites.insert(s.id, s);
-                        }
-                        None => lane.process.damaged += 1,
+        let mut read_sites = |meta: Meta| {
+            for site in meta.sites() {
+                match site_of(&site) {
+                    Some(s) => {
+                        lane.sites.insert(s.id, s);
                     }
+                    None => lane.process.damaged += 1,
                 }
             }
+        };
+        match meta {
+            Meta::Site { .. } | Meta::Table { .. } => read_sites(meta),
+            Meta::TableFile {
+                first_id, address, ..
+            } => match table_file_bytes(lane.dir.as_deref(), &meta) {
+                Ok(table) => read_sites(Meta::Table {
+                    first_id,
+                    address,
+                    table: &table,
+                }),
+                Err(why) => lane.process.unread_tables.push(why),
+            },
             Meta::Thread { tid, name, given } => {
                 // A name the program gave outranks the kernel's, whichever came later.
                 if given || !lane.named.contains(&tid) {
