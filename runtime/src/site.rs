@@ -509,15 +509,15 @@ impl LookupBuilder {
         // About one site a bucket: between n and 2n buckets.
         let shift = (span / (n as u64).max(1)).max(1).ilog2().min(31);
         let count = (span >> shift) as usize + 1;
-        let mut buckets = Vec::with_capacity(count + 1);
-        let mut at = 0usize;
-        for b in 0..count as u64 {
-            while at < n && u64::from(self.offsets[at]) >> shift < b {
-                at += 1;
-            }
-            buckets.push(at as u32);
+        // Each bucket's sites counted, then summed: no branch that depends on the addresses
+        // (a loop that walked the buckets and the sites together mispredicted every other step).
+        let mut buckets = vec![0u32; count + 1];
+        for &off in &self.offsets {
+            buckets[(off >> shift) as usize + 1] += 1;
         }
-        buckets.push(n as u32);
+        for b in 1..buckets.len() {
+            buckets[b] += buckets[b - 1];
+        }
         Lookup {
             sites,
             lo: self.first,
