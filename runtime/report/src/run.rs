@@ -187,7 +187,6 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
         .env_remove("BOOTPROF_OUTPUT")
         .env_remove("BOOTPROF_RECORD");
     optional_environment(&mut cmd, &options);
-    crate::signals::pass_on(&mut cmd);
     let RunOptions {
         enable,
         notrace,
@@ -202,12 +201,11 @@ pub fn run(mut options: RunOptions) -> Result<i32, String> {
     // Orphaned descendants come to us, so their ends are known too.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let child = cmd.spawn().map_err(|e| {
+    let root = crate::signals::spawn(&cmd).map_err(|e| {
         // Nothing ran: no session either.
         session.discard();
         format!("cannot run {}: {e}", command[0].to_string_lossy())
     })?;
-    let root = child.id();
     session.started(root);
     let mut live = options_live.then(|| crate::live::Live::new(session.dir.clone(), true));
     let status = session.wait_for(root, live.as_mut(), !no_grow_ahead && !count);
