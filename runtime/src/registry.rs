@@ -361,22 +361,12 @@ impl Chosen {
         chosen
     }
 
-    /// Adds `run` after the others (joined to the last when it follows it in memory).
+    /// Adds `run` after the others.
     fn push(&mut self, run: &'static [SiteRec]) {
-        if run.is_empty() {
-            return;
+        if !run.is_empty() {
+            self.len += run.len();
+            self.runs.push(run);
         }
-        self.len += run.len();
-        if let Some(last) = self.runs.last_mut() {
-            if last.as_ptr_range().end == run.as_ptr() {
-                // SAFETY: `last` and `run` are adjacent parts of one allocation of records (a
-                // table's), which lives for ever.
-                *last =
-                    unsafe { core::slice::from_raw_parts(last.as_ptr(), last.len() + run.len()) };
-                return;
-            }
-        }
-        self.runs.push(run);
     }
 
     /// Those of its sites for which `keep` holds, in its order.
