@@ -308,19 +308,22 @@ fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
 /// Links the object file open as `input` into the session directory (unless it is there) and
 /// tells the lane that the table of `len` bytes at `address`, whose first site is `first_id`,
 /// is at `offset` of that file: a system call or two where copying the table into the lane
-/// took hundreds of microseconds for every process. False (and nothing written) when it cannot
-/// be linked: another file system, a file the process may not link (`protected_hardlinks`),
-/// a file deleted since it was loaded.
+/// took hundreds of microseconds for every process. The lane names the file by its size and
+/// the object's build ID, which a copy of the session keeps. False (and nothing written) when
+/// it cannot be done: an object without a build ID, a session directory on another file
+/// system, a file the process may not link (`protected_hardlinks`), one deleted since it was
+/// loaded.
 fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize) -> bool {
     let dir = buffer::session_dir();
     if input < 0 || dir < 0 {
         return false;
     }
-    let Some(file) = file_id(input) else {
+    let (Some((dev, ino, size)), Some((id, id_len))) = (file_of(input), build_id_of(address))
+    else {
         return false;
     };
     let mut room = [0u8; lane::OBJECT_FILE_NAME_MAX];
-    let name = lane::object_file_name(&file, &mut room);
+    let name = lane::object_file_name(dev, ino, &mut room);
     let name_len = name.len();
     let mut c_name = [0u8; lane::OBJECT_FILE_NAME_MAX + 1];
     c_name[..name_len].copy_from_slice(name.as_bytes());
@@ -340,7 +343,7 @@ fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize)
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a NUL-terminated name in the open session directory.
         let fd = unsafe { libc::openat(dir, c_name.as_ptr().cast(), flags) };
-        let same = fd >= 0 && file_id(fd).is_some_and(|f| (f.dev, f.ino) == (file.dev, file.ino));
+        let same = fd >= 0 && file_of(fd).is_some_and(|(d, i, _)| (d, i) == (dev, ino));
         if fd >= 0 {
             // SAFETY: closes the descriptor opened above.
             unsafe { libc::close(fd) };
@@ -355,7 +358,8 @@ fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize)
         address,
         len: len as u64,
         offset,
-        file,
+        size,
+        build_id: &id[..id_len],
         name: &c_name[..name_len],
     };
     buffer::append_meta(meta.encoded_len(), buffer::Wait::Yes, |room| {
@@ -363,18 +367,59 @@ fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize)
     })
 }
 
-/// The identity of the file open as `fd` ([`lane::FileId`]).
-fn file_id(fd: i32) -> Option<lane::FileId> {
+/// The device, inode and size of the file open as `fd`.
+fn file_of(fd: i32) -> Option<(u64, u64, u64)> {
     // SAFETY: all zeroes is a valid stat.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    (crate::syscall::fstat(fd, &mut st) == 0).then(|| lane::FileId {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        size: st.st_size as u64,
-        mtime_ns: (st.st_mtime as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(st.st_mtime_nsec as u64),
-    })
+    (crate::syscall::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino, st.st_size as u64))
+}
+
+/// The GNU build ID of the loaded object that maps `addr` (from its `PT_NOTE` segments, in
+/// memory), and its length; `None` when it has none (or none longer than 64 bytes).
+fn build_id_of(addr: u64) -> Option<([u8; 64], usize)> {
+    struct Find {
+        addr: usize,
+        id: Option<([u8; 64], usize)>,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        data: *mut core::ffi::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader's description of one loaded object, valid for the call: its
+        // program headers, and its loaded segments mapped and readable.
+        unsafe {
+            let (info, find) = (&*info, &mut *data.cast::<Find>());
+            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            let base = info.dlpi_addr as usize;
+            let at = |ph: &libc::Elf64_Phdr| base.wrapping_add(ph.p_vaddr as usize);
+            let holds = |ph: &&libc::Elf64_Phdr| {
+                ph.p_type == libc::PT_LOAD
+                    && (at(ph)..at(ph) + ph.p_memsz as usize).contains(&find.addr)
+            };
+            if !phdrs.iter().any(|ph| holds(&ph)) {
+                return 0;
+            }
+            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+                let notes = core::slice::from_raw_parts(at(ph) as *const u8, ph.p_memsz as usize);
+                let found = bootprof_format::note::gnu_build_id(notes, ph.p_align as usize);
+                if let Some(id) = found.filter(|id| id.len() <= 64) {
+                    let mut out = [0u8; 64];
+                    out[..id.len()].copy_from_slice(id);
+                    find.id = Some((out, id.len()));
+                    break;
+                }
+            }
+            1
+        }
+    }
+    let mut find = Find {
+        addr: addr as usize,
+        id: None,
+    };
+    // SAFETY: `each` writes only `find`, and stops the walk at the object that maps `addr`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut find).cast()) };
+    find.id
 }
 
 /// Writes the names of `sites` into the lane (a metadata blob).

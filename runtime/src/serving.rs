@@ -295,28 +295,13 @@ fn main_program_entries() -> Option<&'static [*const ()]> {
 /// # Safety
 /// A bootprof note in `notes` is one a copy of the runtime made: its table is mapped.
 unsafe fn entries_in(notes: &[u8]) -> Option<&'static [*const ()]> {
-    let word = |at: usize| {
-        let b = notes.get(at..at + 4)?;
-        Some(u32::from_ne_bytes(b.try_into().ok()?) as usize)
-    };
-    let mut at = 0;
-    while let (Some(namesz), Some(descsz), Some(kind)) = (word(at), word(at + 4), word(at + 8)) {
-        let name = at + 12;
-        let desc = name + namesz.next_multiple_of(4);
-        let next = desc.checked_add(descsz.next_multiple_of(4))?;
-        if notes.get(name..name + namesz) == Some(NOTE_NAME)
-            && kind == NOTE_ENTRIES as usize
-            && descsz >= 16
-        {
-            let count = word(desc)?.min(HANDED_ON.len());
-            let offset = i64::from_ne_bytes(notes.get(desc + 8..desc + 16)?.try_into().ok()?);
-            let table = notes[desc + 8..].as_ptr().wrapping_offset(offset as isize);
-            // SAFETY: per the contract: the note's distance leads to its copy's table.
-            return Some(unsafe { core::slice::from_raw_parts(table.cast(), count) });
-        }
-        at = next;
-    }
-    None
+    let note = bootprof_format::note::notes(notes, 4)
+        .find(|n| n.name == NOTE_NAME && n.kind == NOTE_ENTRIES && n.desc.len() >= 16)?;
+    let count = u32::from_ne_bytes(note.desc[..4].try_into().ok()?) as usize;
+    let offset = i64::from_ne_bytes(note.desc[8..16].try_into().ok()?);
+    let table = note.desc[8..].as_ptr().wrapping_offset(offset as isize);
+    // SAFETY: per the contract: the note's distance leads to its copy's table.
+    Some(unsafe { core::slice::from_raw_parts(table.cast(), count.min(HANDED_ON.len())) })
 }
 
 /// Puts this copy's object into the global scope and keeps it loaded for good; a note on stderr

@@ -547,10 +547,11 @@ pub const TABLE_HEADER: usize = 1 + 4 + 8 + 4;
 ///   in table order have the ids `first_id`, `first_id + 1`, ... (the runtime writes one when
 ///   every name of the table lies in the table, as the rewriter puts them; see [`Meta::sites`]);
 /// - table file: tag [`META_TABLE_FILE`], `u32 first_id`, `u64 address`, `u64 len`, `u64
-///   offset`, the file's identity as [`FileId`]'s four `u64`, then the file's name in the
-///   session directory as a string: the table entry whose bytes are the `len` bytes at `offset`
-///   of that file, as long as it is still the file it was (the runtime links the loaded
-///   object's file into the session directory instead of copying the table into the lane).
+///   offset`, `u64 size`, then the file's GNU build ID and its name in the session directory as
+///   strings: the table entry whose bytes are the `len` bytes at `offset` of that file, as long
+///   as it is the file it was (its size and build ID; the runtime links the loaded object's
+///   file into the session directory instead of copying the table into the lane, when the
+///   object has a build ID).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meta<'a> {
     /// A site the process registered.
@@ -594,7 +595,8 @@ pub enum Meta<'a> {
         table: &'a [u8],
     },
     /// A [`Meta::Table`] whose bytes are in a file of the session directory: its reader reads
-    /// them from there, if the file is still the one named (its [`FileId`]).
+    /// them from there, if the file is still the one named (its size and build ID; a copy of
+    /// the session elsewhere keeps both).
     TableFile {
         /// The runtime's id of the table's first site.
         first_id: u32,
@@ -604,34 +606,22 @@ pub enum Meta<'a> {
         len: u64,
         /// Where the table starts in the file.
         offset: u64,
-        /// The file as it was when the process linked it.
-        file: FileId,
+        /// The file's size.
+        size: u64,
+        /// The object's GNU build ID (`NT_GNU_BUILD_ID`).
+        build_id: &'a [u8],
         /// The file's name in the session directory.
         name: &'a [u8],
     },
 }
 
-/// What tells a file's contents from others' without reading them: its device, inode, size and
-/// modification time (nanoseconds since the epoch). A file written in place changes its
-/// modification time; one replaced is another inode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FileId {
-    /// `st_dev`.
-    pub dev: u64,
-    /// `st_ino`.
-    pub ino: u64,
-    /// `st_size`.
-    pub size: u64,
-    /// `st_mtime` in nanoseconds.
-    pub mtime_ns: u64,
-}
-
 /// Room for [`object_file_name`]: `object-`, the device in hex, `-`, the inode in decimal.
 pub const OBJECT_FILE_NAME_MAX: usize = 7 + 16 + 1 + 20;
 
-/// The name a loaded object's file is linked under in a session directory (written into `out`):
-/// one per file, which every process of the session that loads it shares.
-pub fn object_file_name<'a>(file: &FileId, out: &'a mut [u8; OBJECT_FILE_NAME_MAX]) -> &'a str {
+/// The name a loaded object's file, of device `dev` and inode `ino`, is linked under in a
+/// session directory (written into `out`): one per file, which every process of the session
+/// that loads it shares.
+pub fn object_file_name(dev: u64, ino: u64, out: &mut [u8; OBJECT_FILE_NAME_MAX]) -> &str {
     struct Room<'a>(&'a mut [u8], usize);
     impl core::fmt::Write for Room<'_> {
         fn write_str(&mut self, s: &str) -> core::fmt::Result {
@@ -644,16 +634,13 @@ pub fn object_file_name<'a>(file: &FileId, out: &'a mut [u8; OBJECT_FILE_NAME_MA
     }
     let mut room = Room(out, 0);
     // The room holds the longest name.
-    let _ = core::fmt::write(
-        &mut room,
-        format_args!("object-{:x}-{}", file.dev, file.ino),
-    );
+    let _ = core::fmt::write(&mut room, format_args!("object-{dev:x}-{ino}"));
     let n = room.1;
     core::str::from_utf8(&out[..n]).unwrap_or("")
 }
 
-/// Bytes of a [`Meta::TableFile`] entry before its name's bytes.
-const TABLE_FILE_HEADER: usize = 1 + 4 + 8 + 8 + 8 + 4 * 8 + 4;
+/// Bytes of a [`Meta::TableFile`] entry besides its build ID's and name's bytes.
+const TABLE_FILE_HEADER: usize = 1 + 4 + 4 * 8 + 4 + 4;
 
 /// What comes before the table's bytes in a [`Meta::Table`] entry of `len` bytes of table (for
 /// a writer that puts the table behind it without holding it in memory).
@@ -705,7 +692,9 @@ impl<'a> Meta<'a> {
             Meta::Thread { name, .. } => 1 + 4 + 4 + name.len(),
             Meta::Counts { counts } => COUNTS_HEADER + counts.len(),
             Meta::Table { table, .. } => TABLE_HEADER + table.len(),
-            Meta::TableFile { name, .. } => TABLE_FILE_HEADER + name.len(),
+            Meta::TableFile { build_id, name, .. } => {
+                TABLE_FILE_HEADER + build_id.len() + name.len()
+            }
         }
     }
 
@@ -769,22 +758,16 @@ impl<'a> Meta<'a> {
                 address,
                 len,
                 offset,
-                file,
+                size,
+                build_id,
                 name,
             } => {
                 put(&[META_TABLE_FILE]);
                 put(&first_id.to_le_bytes());
-                for word in [
-                    address,
-                    len,
-                    offset,
-                    file.dev,
-                    file.ino,
-                    file.size,
-                    file.mtime_ns,
-                ] {
+                for word in [address, len, offset, size] {
                     put(&word.to_le_bytes());
                 }
+                string(&mut put, build_id);
                 string(&mut put, name);
             }
         }
@@ -841,19 +824,14 @@ impl<'a> Meta<'a> {
             META_TABLE_FILE => {
                 let first_id = u32_of(&mut at)?;
                 let mut word = || take(&mut at, 8).map(|s| u64_at(s, 0));
-                let (address, len, offset) = (word()?, word()?, word()?);
-                let file = FileId {
-                    dev: word()?,
-                    ino: word()?,
-                    size: word()?,
-                    mtime_ns: word()?,
-                };
+                let (address, len, offset, size) = (word()?, word()?, word()?, word()?);
                 Meta::TableFile {
                     first_id,
                     address,
                     len,
                     offset,
-                    file,
+                    size,
+                    build_id: string(&mut at)?,
                     name: string(&mut at)?,
                 }
             }
@@ -1172,34 +1150,23 @@ mod tests {
         assert_eq!(Meta::decode(&entry), None);
     }
 
-    /// A table-file entry round-trips, names its file by the file's identity, describes no
+    /// A table-file entry round-trips, names its file by its device and inode, describes no
     /// sites by itself (its reader reads the file), and a cut entry is refused.
     #[test]
     fn table_file_entries_round_trip_and_refuse_a_cut() {
-        let file = FileId {
-            dev: 0xfe00,
-            ino: u64::MAX,
-            size: 3_357_680,
-            mtime_ns: 1_795_561_756_498_322_000,
-        };
         let mut room = [0u8; OBJECT_FILE_NAME_MAX];
-        let name = object_file_name(&file, &mut room);
+        let name = object_file_name(0xfe00, u64::MAX, &mut room);
         assert_eq!(name, "object-fe00-18446744073709551615");
-        let longest = FileId {
-            dev: u64::MAX,
-            ..file
-        };
         let mut room2 = [0u8; OBJECT_FILE_NAME_MAX];
-        assert_eq!(
-            object_file_name(&longest, &mut room2).len(),
-            OBJECT_FILE_NAME_MAX
-        );
+        let longest = object_file_name(u64::MAX, u64::MAX, &mut room2);
+        assert_eq!(longest.len(), OBJECT_FILE_NAME_MAX);
         let entry = Meta::TableFile {
             first_id: 40,
             address: 0x5000,
             len: 923_160,
             offset: 1_897_808,
-            file,
+            size: 3_357_680,
+            build_id: &[0x55, 0xcb, 0x8d, 0x31],
             name: name.as_bytes(),
         };
         let mut buf = std::vec![0u8; entry.encoded_len()];

@@ -48,6 +48,7 @@ pub mod le;
 pub mod linked;
 #[cfg(feature = "std")]
 pub mod location;
+pub mod note;
 #[cfg(feature = "alloc")]
 pub mod order;
 #[cfg(feature = "alloc")]

@@ -413,17 +413,18 @@ fn inherit_metadata(
 }
 
 /// The bytes of the site table a [`Meta::TableFile`] entry names: read from the object file the
-/// process linked into the session directory `dir`, if that is still the file it was; else why
-/// not.
+/// process linked into the session directory `dir`, if that is still the file it was (its size
+/// and the object's build ID); else why not.
 pub(crate) fn table_file_bytes(
     dir: Option<&Path>,
     meta: &Meta,
 ) -> std::result::Result<Vec<u8>, String> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
+    use object::Object;
     let Meta::TableFile {
         len,
         offset,
-        file,
+        size,
+        build_id,
         name,
         ..
     } = *meta
@@ -441,28 +442,33 @@ pub(crate) fn table_file_bytes(
         ));
     };
     let path = dir.join(&*name);
-    let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let st = f
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let now = fmt::FileId {
-        dev: st.dev(),
-        ino: st.ino(),
-        size: st.size(),
-        mtime_ns: (st.mtime() as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(st.mtime_nsec() as u64),
-    };
-    if now != file {
-        return Err(format!(
-            "{} is no longer the file the process loaded: it was written since",
+    let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: a read-only private mapping; a file changed under it gives wrong bytes, which
+    // the size and build ID checks and the table's own checks catch, not undefined behaviour
+    // in this reader (every read below is bounds-checked).
+    let map =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let changed = || {
+        format!(
+            "{} is no longer the file the process loaded: its size or build ID differs",
             path.display()
-        ));
+        )
+    };
+    if map.len() as u64 != size {
+        return Err(changed());
     }
-    let mut table = vec![0u8; usize::try_from(len).map_err(|_| "a table too large")?];
-    f.read_exact_at(&mut table, offset)
-        .map_err(|e| format!("{}: reading {len} bytes at {offset}: {e}", path.display()))?;
-    Ok(table)
+    let id = object::File::parse(&*map)
+        .ok()
+        .and_then(|elf| elf.build_id().ok().flatten());
+    if id != Some(build_id) {
+        return Err(changed());
+    }
+    let table = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(at, n)| map.get(at..at.checked_add(n)?));
+    let table = table.ok_or_else(|| format!("{}: no {len} bytes at {offset}", path.display()))?;
+    Ok(table.to_vec())
 }
 
 /// Whose lane a metadata blob is read from.

@@ -1,8 +1,9 @@
 //! Where a session keeps the site tables of the objects its processes loaded: each object's file
 //! is linked into the session directory once (`object-DEV-INODE`), and a lane names it with its
-//! identity instead of holding a copy of the table; where the file cannot be linked (another
-//! file system), the table is copied into the lane as before. A report reads the names from the
-//! linked file only while it is the file the process loaded, and says so when it is not.
+//! size and build ID instead of holding a copy of the table; where the file cannot be linked
+//! (another file system) or the object has no build ID, the table is copied into the lane as
+//! before. A report reads the names from the linked file only while it is the file the process
+//! loaded (a copy of the session elsewhere keeps it so), and says so when it is not.
 
 use super::*;
 use std::io::Write;
@@ -48,6 +49,38 @@ fn a_session_links_each_loaded_object_once() {
     assert_eq!((linked.dev(), linked.ino()), (program.dev(), program.ino()));
     assert_eq!(records_and_names(&t), (vec![100, 200], true));
     assert!(t.processes.iter().all(|p| p.unread_tables.is_empty()));
+}
+
+/// A session copied elsewhere (new inodes and times) reads as it did: the linked file is known
+/// by its size and build ID.
+#[test]
+fn a_copied_session_keeps_its_names() {
+    let w = Work::new("tables-copy");
+    w.build("endings", &["endings.c"], &[], &[]);
+    let (_, o) = session_of(&w, "s", &["./endings", "exit", "40", "0"], &[]);
+    ok(&o);
+    assert_eq!(object_files(&w.path("s")).len(), 1);
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(w.path("s"))
+        .arg(w.path("copy"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = bootprof_report::read_trace(&w.path("copy")).unwrap();
+    assert_eq!(records_and_names(&t), (vec![40], true));
+    assert!(t.processes[0].unread_tables.is_empty());
+}
+
+/// A program without a build ID: its table is copied into the lane, nothing is linked.
+#[test]
+fn a_program_without_a_build_id_has_its_table_copied() {
+    let w = Work::new("tables-no-id");
+    w.build("endings", &["endings.c"], &[], &["-Wl,--build-id=none"]);
+    let (t, o) = session_of(&w, "s", &["./endings", "exit", "20", "0"], &[]);
+    ok(&o);
+    assert_eq!(object_files(&w.path("s")), Vec::<PathBuf>::new());
+    assert_eq!(records_and_names(&t), (vec![20], true));
 }
 
 /// An object file written after the run is not read for names: the report keeps the records,
