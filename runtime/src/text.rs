@@ -314,7 +314,7 @@ pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
     };
     if policy == 2 {
         return Err(TextError {
-            address: ranges[0].0 as u64,
+            address: first_address(writes),
             mprotect_errno,
             procmem_errno: libc::EPERM,
         });
@@ -326,16 +326,20 @@ pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
     })
 }
 
+/// The address of the first write of `writes` (0 for none).
+fn first_address(writes: Writes) -> u64 {
+    let mut first = None;
+    writes(&mut |a, _| {
+        first.get_or_insert(a);
+    });
+    first.unwrap_or(0)
+}
+
 /// Writes through `/proc/self/mem`, which the kernel allows even on read-only mappings. Checks
 /// first that every address can be written, so a failure leaves nothing half-written.
 fn write_procmem(writes: Writes) -> Result<(), (u64, i32)> {
-    let mut first = 0;
-    writes(&mut |a, _| {
-        if first == 0 {
-            first = a;
-        }
-    });
-    let mem = crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0).map_err(|e| (first, e.0))?;
+    let mem = crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0)
+        .map_err(|e| (first_address(writes), e.0))?;
     // One byte at `at`, read into or written from `byte`; the errno when it is not moved.
     let moved = |byte: *mut u8, at: u64, write: bool| -> Result<(), (u64, i32)> {
         // SAFETY: one byte of a buffer the caller owns; `at` is an offset into /proc/self/mem.
