@@ -298,10 +298,8 @@ fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
     let Ok(file) = sys::Fd::open(m.path.as_bytes(), libc::O_RDONLY, 0) else {
         return (None, 0);
     };
-    // SAFETY: all zeroes is a valid stat.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    let same = crate::syscall::fstat(file.0, &mut st) == 0
-        && (libc::major(st.st_dev), libc::minor(st.st_dev), st.st_ino) == m.file;
+    let same = file_of(file.0)
+        .is_some_and(|(dev, ino, _)| (libc::major(dev), libc::minor(dev), ino) == m.file);
     (same.then_some(file), at)
 }
 
@@ -377,49 +375,12 @@ fn file_of(fd: i32) -> Option<(u64, u64, u64)> {
 /// The GNU build ID of the loaded object that maps `addr` (from its `PT_NOTE` segments, in
 /// memory), and its length; `None` when it has none (or none longer than 64 bytes).
 fn build_id_of(addr: u64) -> Option<([u8; 64], usize)> {
-    struct Find {
-        addr: usize,
-        id: Option<([u8; 64], usize)>,
-    }
-    unsafe extern "C" fn each(
-        info: *mut libc::dl_phdr_info,
-        _: libc::size_t,
-        data: *mut core::ffi::c_void,
-    ) -> libc::c_int {
-        // SAFETY: the loader's description of one loaded object, valid for the call: its
-        // program headers, and its loaded segments mapped and readable.
-        unsafe {
-            let (info, find) = (&*info, &mut *data.cast::<Find>());
-            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-            let base = info.dlpi_addr as usize;
-            let at = |ph: &libc::Elf64_Phdr| base.wrapping_add(ph.p_vaddr as usize);
-            let holds = |ph: &&libc::Elf64_Phdr| {
-                ph.p_type == libc::PT_LOAD
-                    && (at(ph)..at(ph) + ph.p_memsz as usize).contains(&find.addr)
-            };
-            if !phdrs.iter().any(|ph| holds(&ph)) {
-                return 0;
-            }
-            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
-                let notes = core::slice::from_raw_parts(at(ph) as *const u8, ph.p_memsz as usize);
-                let found = bootprof_format::note::gnu_build_id(notes, ph.p_align as usize);
-                if let Some(id) = found.filter(|id| id.len() <= 64) {
-                    let mut out = [0u8; 64];
-                    out[..id.len()].copy_from_slice(id);
-                    find.id = Some((out, id.len()));
-                    break;
-                }
-            }
-            1
-        }
-    }
-    let mut find = Find {
-        addr: addr as usize,
-        id: None,
-    };
-    // SAFETY: `each` writes only `find`, and stops the walk at the object that maps `addr`.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut find).cast()) };
-    find.id
+    sys::in_notes(sys::Object::Holding(addr as usize), |notes, align| {
+        let id = bootprof_format::note::gnu_build_id(notes, align).filter(|id| id.len() <= 64)?;
+        let mut out = [0u8; 64];
+        out[..id.len()].copy_from_slice(id);
+        Some((out, id.len()))
+    })
 }
 
 /// Writes the names of `sites` into the lane (a metadata blob).

@@ -263,31 +263,11 @@ static DECIDE_AT_LOAD: extern "C" fn() = {
 /// [`NOTE_NAME`]); `None` when it has none (an executable linked with `--no-runtime`, by an
 /// older `bootprof-link`, or not by `bootprof-link`).
 fn main_program_entries() -> Option<&'static [*const ()]> {
-    unsafe extern "C" fn first(
-        info: *mut libc::dl_phdr_info,
-        _: libc::size_t,
-        found: *mut c_void,
-    ) -> libc::c_int {
-        // SAFETY: the loader hands the main program's description first, valid for the call;
-        // its PT_NOTE segments are mapped and readable.
-        unsafe {
-            let info = &*info;
-            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
-                let at = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-                let notes = core::slice::from_raw_parts(at as *const u8, ph.p_memsz as usize);
-                if let Some(entries) = entries_in(notes) {
-                    *found.cast::<Option<&[*const ()]>>() = Some(entries);
-                    break;
-                }
-            }
-        }
-        1
-    }
-    let mut found: Option<&'static [*const ()]> = None;
-    // SAFETY: `first` writes only `found`, and stops the walk at the first object.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut found).cast()) };
-    found
+    // SAFETY: the main program's notes are mapped; a bootprof note among them is its copy's.
+    // (The runtime's note is padded to 4, whatever the segment that holds it says.)
+    crate::sys::in_notes(crate::sys::Object::Main, |notes, _| unsafe {
+        entries_in(notes)
+    })
 }
 
 /// The entry points the bootprof note among `notes` (a `PT_NOTE` segment's bytes, mapped) names.

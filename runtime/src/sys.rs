@@ -491,6 +491,69 @@ pub struct FileMapping {
     pub path: String,
 }
 
+/// Which loaded object [`in_notes`] reads the notes of.
+#[derive(Clone, Copy)]
+pub(crate) enum Object {
+    /// The main program (the loader describes it first).
+    Main,
+    /// The object one of whose loaded segments holds this address.
+    Holding(usize),
+}
+
+/// The first answer of `find` for the `PT_NOTE` segments of `object` (each segment's mapped
+/// bytes and its alignment, in program-header order); `None` when `find` answers none, or no
+/// loaded object is `object`.
+pub(crate) fn in_notes<T>(
+    object: Object,
+    find: impl FnMut(&[u8], usize) -> Option<T>,
+) -> Option<T> {
+    struct Walk<'a, T> {
+        object: Object,
+        find: &'a mut dyn FnMut(&[u8], usize) -> Option<T>,
+        found: Option<T>,
+    }
+    unsafe extern "C" fn each<T>(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        data: *mut core::ffi::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader's description of one loaded object, valid for the call: its
+        // program headers, and its loaded segments mapped and readable; `data` is our walk.
+        unsafe {
+            let (info, walk) = (&*info, &mut *data.cast::<Walk<T>>());
+            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            let at =
+                |ph: &libc::Elf64_Phdr| (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+            if let Object::Holding(addr) = walk.object {
+                let holds = |ph: &libc::Elf64_Phdr| {
+                    ph.p_type == libc::PT_LOAD
+                        && (at(ph)..at(ph) + ph.p_memsz as usize).contains(&addr)
+                };
+                if !phdrs.iter().any(holds) {
+                    return 0;
+                }
+            }
+            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+                let notes = core::slice::from_raw_parts(at(ph) as *const u8, ph.p_memsz as usize);
+                walk.found = (walk.find)(notes, ph.p_align as usize);
+                if walk.found.is_some() {
+                    break;
+                }
+            }
+            1
+        }
+    }
+    let mut find = find;
+    let mut walk = Walk {
+        object,
+        find: &mut find,
+        found: None,
+    };
+    // SAFETY: `each` writes only `walk`, and stops the walk at the object it looks for.
+    unsafe { libc::dl_iterate_phdr(Some(each::<T>), (&raw mut walk).cast()) };
+    walk.found
+}
+
 /// The file mapping of this process that holds address `addr`; `None` for anonymous memory.
 pub fn file_mapping_of(addr: usize) -> Option<FileMapping> {
     let maps = read_to_string(b"/proc/self/maps").ok()?;
