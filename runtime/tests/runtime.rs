@@ -634,22 +634,12 @@ fn read_session(dir: &Path) -> Trace {
                     let linked;
                     let m = match m {
                         Meta::TableFile {
-                            first_id,
-                            address,
-                            len,
-                            offset,
-                            name,
-                            ..
+                            len, offset, name, ..
                         } => {
                             let file =
                                 std::fs::read(dir.join(String::from_utf8_lossy(name).as_ref()));
                             linked = file.unwrap();
-                            let (from, to) = (offset as usize, (offset + len) as usize);
-                            Meta::Table {
-                                first_id,
-                                address,
-                                table: &linked[from..to],
-                            }
+                            m.with_table(&linked[offset as usize..(offset + len) as usize])
                         }
                         m => m,
                     };

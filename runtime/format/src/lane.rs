@@ -840,6 +840,24 @@ impl<'a> Meta<'a> {
         Some((meta, at))
     }
 
+    /// A [`Meta::TableFile`] entry as the [`Meta::Table`] entry whose bytes, read from its file,
+    /// are `table`; any other entry as it is.
+    pub fn with_table<'b>(self, table: &'b [u8]) -> Meta<'b>
+    where
+        'a: 'b,
+    {
+        match self {
+            Meta::TableFile {
+                first_id, address, ..
+            } => Meta::Table {
+                first_id,
+                address,
+                table,
+            },
+            other => other,
+        }
+    }
+
     /// The sites this entry describes, each as a [`Meta::Site`]: a site entry itself, a table
     /// entry's sites in table order (up to the first malformed fragment, where the runtime
     /// stopped reading it too; a name outside the table reads as empty), nothing for the others.
@@ -1174,6 +1192,17 @@ mod tests {
         let (meta, n) = Meta::decode(&buf).unwrap();
         assert_eq!((meta, n), (entry, buf.len()));
         assert_eq!(meta.sites().count(), 0);
+        // Its table read from the file, it is the table entry of those bytes.
+        let table = [1u8, 2, 3];
+        let read = Meta::Table {
+            first_id: 40,
+            address: 0x5000,
+            table: &table,
+        };
+        assert_eq!(
+            (meta.with_table(&table), read.with_table(&[])),
+            (read, read)
+        );
         for cut in 0..n {
             assert_eq!(Meta::decode(&buf[..cut]), None);
         }

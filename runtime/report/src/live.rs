@@ -454,16 +454,9 @@ impl Lane {
                 }
                 // A table that cannot be read leaves its sites' records unnamed here; the
                 // report at the end says why.
-                Meta::TableFile {
-                    first_id, address, ..
-                } => {
+                Meta::TableFile { .. } => {
                     if let Ok(table) = crate::session::table_file_bytes(dir, &meta) {
-                        let meta = Meta::Table {
-                            first_id,
-                            address,
-                            table: &table,
-                        };
-                        for site in meta.sites() {
+                        for site in meta.with_table(&table).sites() {
                             self.read_site(&site);
                         }
                     }

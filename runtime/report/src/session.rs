@@ -515,14 +515,8 @@ fn read_meta_at(chunks: &[u8], k: usize, lane: &mut LaneData, whose: Whose) -> u
         };
         match meta {
             Meta::Site { .. } | Meta::Table { .. } => read_sites(meta),
-            Meta::TableFile {
-                first_id, address, ..
-            } => match table_file_bytes(lane.dir.as_deref(), &meta) {
-                Ok(table) => read_sites(Meta::Table {
-                    first_id,
-                    address,
-                    table: &table,
-                }),
+            Meta::TableFile { .. } => match table_file_bytes(lane.dir.as_deref(), &meta) {
+                Ok(table) => read_sites(meta.with_table(&table)),
                 Err(why) => lane.process.unread_tables.push(why),
             },
             Meta::Thread { tid, name, given } => {
