@@ -1031,4 +1031,70 @@ mod tests {
         assert_eq!(rate((0, 0), (1, 2_000_000_000)), None, "below 1 Hz");
         assert_eq!(rate((0, 0), (u64::MAX, 5_000_001)), None, "beyond u64");
     }
+
+    /// Every way a table-file entry can fail to lead to its table is told, and the bytes it
+    /// leads to are the file's: a name that leaves the session directory, no directory, no
+    /// such file, a file of another size or without the build ID, a table past the file's end.
+    #[test]
+    fn a_table_file_is_read_only_when_it_is_the_file_named() {
+        use object::Object;
+        let dir = tempfile::tempdir().unwrap();
+        // An ELF file with a build ID: this test's own executable, linked into the directory.
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let id = object::File::parse(&*exe).unwrap().build_id().unwrap();
+        let Some(id) = id else {
+            eprintln!("this test's executable has no build ID; not checked");
+            return;
+        };
+        std::fs::write(dir.path().join("object-1-2"), &exe).unwrap();
+        std::fs::write(dir.path().join("object-1-3"), vec![0u8; exe.len()]).unwrap();
+        let entry = |name: &'static str, offset: u64, len: u64, size: u64| Meta::TableFile {
+            first_id: 0,
+            address: 0x1000,
+            len,
+            offset,
+            size,
+            build_id: id,
+            name: name.as_bytes(),
+        };
+        let size = exe.len() as u64;
+        let read = |meta: Meta, dir: Option<&Path>| table_file_bytes(dir, &meta);
+        let here = Some(dir.path());
+        assert_eq!(
+            read(entry("object-1-2", 16, 8, size), here),
+            Ok(exe[16..24].to_vec())
+        );
+        let fails = |meta: Meta, dir: Option<&Path>, why: &str| {
+            let e = read(meta, dir).unwrap_err();
+            assert!(e.contains(why), "{e:?} lacks {why:?}");
+        };
+        for bad in ["../object-1-2", ".object", ""] {
+            fails(
+                entry(bad, 0, 8, size),
+                here,
+                "the lane names the object file",
+            );
+        }
+        fails(entry("object-1-2", 0, 8, size), None, "which is not known");
+        fails(
+            entry("object-9-9", 0, 8, size),
+            here,
+            "object-9-9: No such file",
+        );
+        fails(
+            entry("object-1-2", 0, 8, size + 1),
+            here,
+            "is no longer the file",
+        );
+        fails(
+            entry("object-1-3", 0, 8, size),
+            here,
+            "is no longer the file",
+        );
+        fails(
+            entry("object-1-2", size - 4, 8, size),
+            here,
+            &format!("no 8 bytes at {}", size - 4),
+        );
+    }
 }
