@@ -400,14 +400,56 @@ impl Chosen {
         }
     }
 
-    /// The batch that writes `bytes(s)` at each site `s` (from its first byte).
-    fn writing<'a, const N: usize>(
-        &'a self,
-        bytes: impl Fn(&SiteRec) -> [u8; N] + 'a,
-    ) -> impl Fn(text::Each<'_>) + 'a {
-        move |f| {
-            for s in self.iter() {
-                f(s.addr, &bytes(s));
+    /// The batch that writes `part` of each site's `bytes`.
+    fn writing(&self, bytes: Bytes, part: Part) -> Batch<'_> {
+        Batch {
+            sites: self,
+            bytes,
+            part,
+        }
+    }
+}
+
+/// What a [`Batch`] writes at each site: an int3, its NOP, or its enabled call-mode bytes
+/// ([`call_bytes`]; checked reachable before any batch of them is written).
+#[derive(Clone, Copy)]
+enum Bytes {
+    Int3,
+    Nop,
+    Call,
+}
+
+/// Which of a site's bytes a [`Batch`] writes.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Its first byte.
+    First,
+    /// Its bytes after the first.
+    Rest,
+    /// All of them.
+    Whole,
+}
+
+/// The writes of one step of a batch: `part` of `bytes` at each site of `sites`. What to
+/// write is data, not a closure: one instance of the writer serves every step.
+struct Batch<'a> {
+    sites: &'a Chosen,
+    bytes: Bytes,
+    part: Part,
+}
+
+impl text::Writes for Batch<'_> {
+    fn each(&self, mut f: impl FnMut(u64, &[u8])) {
+        for s in self.sites.iter() {
+            let bytes = match self.bytes {
+                Bytes::Int3 => [code::INT3; MAX_SITE_LEN],
+                Bytes::Nop => s.nop(),
+                Bytes::Call => call_bytes(s).unwrap_or_else(|| s.nop()),
+            };
+            match self.part {
+                Part::First => f(s.addr, &bytes[..1]),
+                Part::Rest => f(s.addr + 1, &bytes[1..s.site_len()]),
+                Part::Whole => f(s.addr, &bytes[..s.site_len()]),
             }
         }
     }
@@ -456,7 +498,7 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
 fn enable_trap(sites: &Chosen) -> Result<(), Error> {
     sites.set(TRAP);
     // SAFETY: an int3 over the first byte of a NOP is a single-byte store of a valid instruction.
-    if let Err(e) = unsafe { text::write_batch(&sites.writing(|_| [code::INT3])) } {
+    if let Err(e) = unsafe { text::write_batch(&sites.writing(Bytes::Int3, Part::First)) } {
         sites.set(DISABLED);
         return Err(Error::Text(e));
     }
@@ -467,7 +509,7 @@ fn enable_trap(sites: &Chosen) -> Result<(), Error> {
 fn disable_trap(sites: &Chosen) -> Result<(), Error> {
     // SAFETY: puts back the NOP's first byte; a thread that trapped before is rewound by the
     // handler to re-execute the NOP.
-    unsafe { text::write_batch(&sites.writing(|s| [s.nop()[0]])) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&sites.writing(Bytes::Nop, Part::First)) }.map_err(Error::Text)?;
     sites.set(DISABLED);
     text::sync_cores();
     Ok(())
@@ -497,10 +539,7 @@ fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
             return Err(Error::Unreachable(s.addr));
         }
     }
-    let new = |s: &SiteRec| match enable {
-        true => call_bytes(s).unwrap_or_else(|| s.nop()),
-        false => s.nop(),
-    };
+    let new = if enable { Bytes::Call } else { Bytes::Nop };
     let (transient, done) = if enable {
         (ENABLING_CALL, CALL)
     } else {
@@ -513,22 +552,17 @@ fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
-    let step1 = unsafe { text::write_batch(&sites.writing(|_| [code::INT3])) };
+    let step1 = unsafe { text::write_batch(&sites.writing(Bytes::Int3, Part::First)) };
     if let Err(e) = step1 {
         sites.set(if enable { DISABLED } else { CALL });
         return Err(Error::Text(e));
     }
     text::sync_cores();
-    let rest = |f: text::Each<'_>| {
-        for s in sites.iter() {
-            f(s.addr + 1, &new(s)[1..s.site_len()]);
-        }
-    };
     // SAFETY: see above; the same pages were writable a moment ago.
-    unsafe { text::write_batch(&rest) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&sites.writing(new, Part::Rest)) }.map_err(Error::Text)?;
     text::sync_cores();
     // SAFETY: see above.
-    unsafe { text::write_batch(&sites.writing(|s| [new(s)[0]])) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&sites.writing(new, Part::First)) }.map_err(Error::Text)?;
     text::sync_cores();
     sites.set(done);
     Ok(())
@@ -537,19 +571,10 @@ fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
 /// [`switch_call`] in one pass, for a process of one thread with its signals blocked
 /// ([`text::alone`]): nothing runs a site while its bytes change, so each gets its `new` bytes
 /// whole, and its state `done` after.
-fn switch_call_alone(
-    sites: &Chosen,
-    new: impl Fn(&SiteRec) -> [u8; MAX_SITE_LEN],
-    done: u8,
-) -> Result<(), Error> {
-    let whole = |f: text::Each<'_>| {
-        for s in sites.iter() {
-            f(s.addr, &new(s)[..s.site_len()]);
-        }
-    };
+fn switch_call_alone(sites: &Chosen, new: Bytes, done: u8) -> Result<(), Error> {
     // SAFETY: no other thread exists and this one takes no signal until the writes are done:
     // no code runs the sites meanwhile.
-    unsafe { text::write_batch(&whole) }.map_err(Error::Text)?;
+    unsafe { text::write_batch(&sites.writing(new, Part::Whole)) }.map_err(Error::Text)?;
     text::sync_cores();
     sites.set(done);
     Ok(())

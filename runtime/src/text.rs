@@ -180,20 +180,25 @@ fn parse_maps(maps: &str) -> Vec<(usize, usize, libc::c_int)> {
     out
 }
 
-/// A batch of writes: calls its argument with each write's address and bytes, in the same order
-/// every time it is called (writing visits a batch several times). A batch of every site of a
-/// large program is made this way from the sites themselves, not kept in a vector of hundreds of
-/// kilobytes whose pages cost more than the writes.
-pub type Writes<'a> = &'a dyn Fn(Each<'_>);
+/// A batch of writes: [`Writes::each`] calls its argument with each write's address and bytes,
+/// in the same order every time (writing visits a batch several times). A batch of every site
+/// of a large program is made this way from the sites themselves, not kept in a vector of
+/// hundreds of kilobytes whose pages cost more than the writes. Generic, not a `dyn` closure:
+/// each trait object's table is a pointer the dynamic loader relocates at every program's
+/// start-up, used or not.
+pub trait Writes {
+    /// Calls `f` with each write's address and bytes, in order.
+    fn each(&self, f: impl FnMut(u64, &[u8]));
+}
 
-/// What a batch calls with each write (see [`Writes`]).
-pub type Each<'b> = &'b mut dyn FnMut(u64, &[u8]);
-
-/// The writes of `list`, as a batch.
+/// The writes of a list, as a batch.
 #[cfg(test)]
-fn listed<'a>(list: &'a [(u64, &'a [u8])]) -> impl Fn(Each<'_>) + 'a {
-    move |f| {
-        for &(a, b) in list {
+struct Listed<'a>(&'a [(u64, &'a [u8])]);
+
+#[cfg(test)]
+impl Writes for Listed<'_> {
+    fn each(&self, mut f: impl FnMut(u64, &[u8])) {
+        for &(a, b) in self.0 {
             f(a, b);
         }
     }
@@ -201,7 +206,7 @@ fn listed<'a>(list: &'a [(u64, &'a [u8])]) -> impl Fn(Each<'_>) + 'a {
 
 /// The pages `writes` touch, as ranges of adjacent pages (start, end), in address order: in one
 /// pass when the writes are in address order (a table's sites are), else sorted first.
-fn page_ranges(writes: Writes, ps: usize) -> Vec<(usize, usize)> {
+fn page_ranges(writes: &impl Writes, ps: usize) -> Vec<(usize, usize)> {
     let span = |a: u64, b: &[u8]| {
         let first = a as usize & !(ps - 1);
         let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
@@ -213,7 +218,7 @@ fn page_ranges(writes: Writes, ps: usize) -> Vec<(usize, usize)> {
             _ => spans.push((start, end)),
         };
     let (mut spans, mut last, mut sorted) = (Vec::new(), 0, true);
-    writes(&mut |a, b| {
+    writes.each(|a, b| {
         sorted &= a >= last;
         last = a;
         if sorted {
@@ -224,7 +229,7 @@ fn page_ranges(writes: Writes, ps: usize) -> Vec<(usize, usize)> {
         return spans;
     }
     let mut all: Vec<(usize, usize)> = Vec::new();
-    writes(&mut |a, b| all.push(span(a, b)));
+    writes.each(|a, b| all.push(span(a, b)));
     bootprof_format::order::sort_by_key(&mut all, |&s| s);
     spans.clear();
     for s in all {
@@ -263,7 +268,7 @@ fn protection_runs(ranges: &[(usize, usize)], maps: &str) -> Vec<(usize, usize, 
 /// # Safety
 /// Each write must be to this process's code, at a site whose old and new bytes are each valid
 /// for a thread to execute at any moment (the caller runs the cross-modifying protocol).
-pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
+pub unsafe fn write_batch(writes: &impl Writes) -> Result<(), TextError> {
     let ranges = page_ranges(writes, page_size());
     if ranges.is_empty() {
         return Ok(());
@@ -298,7 +303,7 @@ pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
         for &(start, end) in &ranges {
             crate::sys::populate_write(start, end - start);
         }
-        writes(&mut |a, b| {
+        writes.each(|a, b| {
             for (i, &byte) in b.iter().enumerate() {
                 // SAFETY: the page is writable now and the caller vouches for the bytes.
                 unsafe { core::ptr::write_volatile((a as usize + i) as *mut u8, byte) };
@@ -327,9 +332,9 @@ pub unsafe fn write_batch(writes: Writes) -> Result<(), TextError> {
 }
 
 /// The address of the first write of `writes` (0 for none).
-fn first_address(writes: Writes) -> u64 {
+fn first_address(writes: &impl Writes) -> u64 {
     let mut first = None;
-    writes(&mut |a, _| {
+    writes.each(|a, _| {
         first.get_or_insert(a);
     });
     first.unwrap_or(0)
@@ -337,7 +342,7 @@ fn first_address(writes: Writes) -> u64 {
 
 /// Writes through `/proc/self/mem`, which the kernel allows even on read-only mappings. Checks
 /// first that every address can be written, so a failure leaves nothing half-written.
-fn write_procmem(writes: Writes) -> Result<(), (u64, i32)> {
+fn write_procmem(writes: &impl Writes) -> Result<(), (u64, i32)> {
     let mem = crate::sys::Fd::open(b"/proc/self/mem", libc::O_RDWR, 0)
         .map_err(|e| (first_address(writes), e.0))?;
     // One byte at `at`, read into or written from `byte`; the errno when it is not moved.
@@ -358,13 +363,13 @@ fn write_procmem(writes: Writes) -> Result<(), (u64, i32)> {
     // Probe every site by writing back its current first byte (a no-op if it succeeds); the
     // first failure stops everything.
     let mut failed = Ok(());
-    writes(&mut |a, _| {
+    writes.each(|a, _| {
         if failed.is_ok() {
             let mut cur = 0u8;
             failed = moved(&mut cur, a, false).and_then(|()| moved(&mut cur, a, true));
         }
     });
-    writes(&mut |a, b| {
+    writes.each(|a, b| {
         for (i, &byte) in b.iter().enumerate() {
             if failed.is_ok() {
                 let mut byte = byte;
@@ -446,8 +451,8 @@ mod tests {
         let b: &[u8] = &[0; 5];
         let sorted = [(0x1000, b), (0x1ffe, b), (0x5000, b)];
         let want = [(0x1000, 0x3000), (0x5000, 0x6000)];
-        assert_eq!(page_ranges(&listed(&sorted), 0x1000), want);
+        assert_eq!(page_ranges(&Listed(&sorted), 0x1000), want);
         let shuffled = [sorted[2], sorted[0], sorted[1]];
-        assert_eq!(page_ranges(&listed(&shuffled), 0x1000), want);
+        assert_eq!(page_ranges(&Listed(&shuffled), 0x1000), want);
     }
 }
