@@ -503,16 +503,16 @@ pub(crate) enum Object {
 /// The first answer of `find` for the `PT_NOTE` segments of `object` (each segment's mapped
 /// bytes and its alignment, in program-header order); `None` when `find` answers none, or no
 /// loaded object is `object`.
-pub(crate) fn in_notes<T>(
+pub(crate) fn in_notes<T, F: FnMut(&[u8], usize) -> Option<T>>(
     object: Object,
-    find: impl FnMut(&[u8], usize) -> Option<T>,
+    find: F,
 ) -> Option<T> {
-    struct Walk<'a, T> {
+    struct Walk<T, F> {
         object: Object,
-        find: &'a mut dyn FnMut(&[u8], usize) -> Option<T>,
+        find: F,
         found: Option<T>,
     }
-    unsafe extern "C" fn each<T>(
+    unsafe extern "C" fn each<T, F: FnMut(&[u8], usize) -> Option<T>>(
         info: *mut libc::dl_phdr_info,
         _: libc::size_t,
         data: *mut core::ffi::c_void,
@@ -520,7 +520,7 @@ pub(crate) fn in_notes<T>(
         // SAFETY: the loader's description of one loaded object, valid for the call: its
         // program headers, and its loaded segments mapped and readable; `data` is our walk.
         unsafe {
-            let (info, walk) = (&*info, &mut *data.cast::<Walk<T>>());
+            let (info, walk) = (&*info, &mut *data.cast::<Walk<T, F>>());
             let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
             let at =
                 |ph: &libc::Elf64_Phdr| (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
@@ -543,14 +543,15 @@ pub(crate) fn in_notes<T>(
             1
         }
     }
-    let mut find = find;
+    // The walk is generic, not a `dyn` closure: a trait object's table is a pointer the dynamic
+    // loader relocates at every start-up.
     let mut walk = Walk {
         object,
-        find: &mut find,
+        find,
         found: None,
     };
     // SAFETY: `each` writes only `walk`, and stops the walk at the object it looks for.
-    unsafe { libc::dl_iterate_phdr(Some(each::<T>), (&raw mut walk).cast()) };
+    unsafe { libc::dl_iterate_phdr(Some(each::<T, F>), (&raw mut walk).cast()) };
     walk.found
 }
 
