@@ -622,20 +622,28 @@ pub const OBJECT_FILE_NAME_MAX: usize = 7 + 16 + 1 + 20;
 /// session directory (written into `out`): one per file, which every process of the session
 /// that loads it shares.
 pub fn object_file_name(dev: u64, ino: u64, out: &mut [u8; OBJECT_FILE_NAME_MAX]) -> &str {
-    struct Room<'a>(&'a mut [u8], usize);
-    impl core::fmt::Write for Room<'_> {
-        fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            let end = self.1 + s.len();
-            self.0.get_mut(self.1..end).ok_or(core::fmt::Error)?;
-            self.0[self.1..end].copy_from_slice(s.as_bytes());
-            self.1 = end;
-            Ok(())
+    // Digits by hand, not by `core::fmt`: its writer's table of functions would be one more
+    // thing for the dynamic loader to relocate at the start of every program carrying the runtime.
+    // Writes `n` in base `base` at the start of `out`; its length.
+    #[inline(never)]
+    fn digits(n: u64, base: u64, out: &mut [u8]) -> usize {
+        let (mut len, mut rest) = (1, n / base);
+        while rest != 0 {
+            (len, rest) = (len + 1, rest / base);
         }
+        let mut rest = n;
+        for o in out[..len].iter_mut().rev() {
+            *o = b"0123456789abcdef"[(rest % base) as usize];
+            rest /= base;
+        }
+        len
     }
-    let mut room = Room(out, 0);
-    // The room holds the longest name.
-    let _ = core::fmt::write(&mut room, format_args!("object-{dev:x}-{ino}"));
-    let n = room.1;
+    out[..7].copy_from_slice(b"object-");
+    let mut n = 7;
+    n += digits(dev, 16, &mut out[n..]);
+    out[n] = b'-';
+    n += 1;
+    n += digits(ino, 10, &mut out[n..]);
     core::str::from_utf8(&out[..n]).unwrap_or("")
 }
 
@@ -1178,6 +1186,7 @@ mod tests {
         let mut room2 = [0u8; OBJECT_FILE_NAME_MAX];
         let longest = object_file_name(u64::MAX, u64::MAX, &mut room2);
         assert_eq!(longest.len(), OBJECT_FILE_NAME_MAX);
+        assert_eq!(object_file_name(0, 0, &mut room2), "object-0-0");
         let entry = Meta::TableFile {
             first_id: 40,
             address: 0x5000,
