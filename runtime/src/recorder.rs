@@ -328,7 +328,7 @@ fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize)
     let from = format!("/proc/self/fd/{input}\0");
     // SAFETY: two NUL-terminated paths; the directory is the session's, open.
     let linked = unsafe {
-        libc::linkat(
+        crate::syscall::linkat(
             libc::AT_FDCWD,
             from.as_ptr().cast(),
             dir,
@@ -340,7 +340,7 @@ fn link_object(input: i32, first_id: u32, address: u64, offset: u64, len: usize)
         // Another process of the session linked it: the same file, if it is the same inode.
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a NUL-terminated name in the open session directory.
-        let fd = unsafe { libc::openat(dir, c_name.as_ptr().cast(), flags) };
+        let fd = unsafe { crate::syscall::openat(dir, c_name.as_ptr().cast(), flags, 0) };
         let same = fd >= 0 && file_of(fd).is_some_and(|(d, i, _)| (d, i) == (dev, ino));
         if fd >= 0 {
             // SAFETY: closes the descriptor opened above.

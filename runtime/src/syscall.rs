@@ -135,6 +135,33 @@ pub unsafe fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
     })
 }
 
+/// As the C library's `linkat`.
+///
+/// # Safety
+/// `from` and `to` must be NUL-terminated strings.
+pub unsafe fn linkat(
+    from_dir: c_int,
+    from: *const c_char,
+    to_dir: c_int,
+    to: *const c_char,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: per the contract.
+    result(unsafe {
+        syscall6(
+            libc::SYS_linkat,
+            [
+                from_dir as usize,
+                from as usize,
+                to_dir as usize,
+                to as usize,
+                flags as usize,
+                0,
+            ],
+        )
+    })
+}
+
 /// As the C library's `fallocate`.
 pub fn fallocate(fd: c_int, mode: c_int, offset: libc::off_t, len: libc::off_t) -> c_int {
     // SAFETY: plain integers; the kernel checks the descriptor.
