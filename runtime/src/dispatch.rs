@@ -341,11 +341,7 @@ pub unsafe extern "C" fn bootprof_dispatch_call(frame: *mut Frame, class: u32) {
     let site = match index.lookup(frame.ret.wrapping_sub(code::REL32_LEN as u64)) {
         Some(s) if !s.is_tail() => Some(s),
         // A tail site jumped: no return address of its own; find it by its stub.
-        _ => index.tails.get(&frame.r11).and_then(|v| {
-            v.iter()
-                .copied()
-                .find(|s| matches!(s.state(), CALL | ENABLING_CALL))
-        }),
+        _ => index.tail(frame.r11, |s| matches!(s.state(), CALL | ENABLING_CALL)),
     };
     let Some(site) = site else {
         if class == 1 {

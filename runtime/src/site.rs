@@ -8,7 +8,6 @@
 
 use crate::prelude::*;
 use crate::sys::Mutex;
-use alloc::collections::BTreeMap;
 use bootprof_format::pattern::Pattern;
 use bootprof_format::{Form, Kind, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
@@ -588,9 +587,10 @@ impl Lookup {
 pub(crate) struct Index {
     /// The tables' lookups, by their lowest address.
     tables: Vec<&'static Lookup>,
-    /// Stub name address -> tail sites calling that stub (for call-mode tail sites, which leave
-    /// no return address of their own).
-    pub tails: BTreeMap<u64, Vec<&'static SiteRec>>,
+    /// The tail sites by the stub they call (its name's address; call-mode tail sites leave no
+    /// return address of their own), sorted by stub: a few, searched by halving (a map's code
+    /// would weigh more than they do).
+    tails: Vec<(u64, &'static SiteRec)>,
 }
 
 impl Index {
@@ -604,6 +604,18 @@ impl Index {
                 tables[..i].iter().rev().find_map(|t| t.lookup(addr))
             }
         }
+    }
+
+    /// The first of the tail sites calling the stub `stub` (its name's address) for which
+    /// `wanted` holds.
+    #[inline]
+    pub fn tail(&self, stub: u64, wanted: impl Fn(&SiteRec) -> bool) -> Option<&'static SiteRec> {
+        let from = self.tails.partition_point(|&(s, _)| s < stub);
+        self.tails[from..]
+            .iter()
+            .take_while(|&&(s, _)| s == stub)
+            .map(|&(_, site)| site)
+            .find(|site| wanted(site))
     }
 
     /// Every registered site, table by table.
@@ -630,13 +642,15 @@ pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
 pub(crate) fn publish(tables: &[Table]) {
     let mut lookups: Vec<&'static Lookup> = tables.iter().map(|t| t.lookup).collect();
     bootprof_format::order::sort_by_key(&mut lookups, |l| l.lo);
-    let mut tails: BTreeMap<u64, Vec<&'static SiteRec>> = BTreeMap::new();
-    for s in lookups.iter().flat_map(|l| &l.tails) {
+    let mut tails: Vec<(u64, &'static SiteRec)> = Vec::new();
+    for &s in lookups.iter().flat_map(|l| &l.tails) {
         let id = s.stub_id();
         if id != 0 {
-            tails.entry(id).or_default().push(s);
+            tails.push((id, s));
         }
     }
+    // Stable: the sites of one stub stay in table order.
+    bootprof_format::order::sort_by_key(&mut tails, |&(stub, _)| stub);
     let index = Box::into_raw(Box::new(Index {
         tables: lookups,
         tails,
@@ -922,7 +936,7 @@ mod tests {
         let low = lookup_of(&[0x1000, 0x1010, 0x1020]);
         let index = Index {
             tables: vec![low, high],
-            tails: BTreeMap::new(),
+            tails: Vec::new(),
         };
         for a in [0x9000, 0x9010, 0x1000, 0x1010, 0x1020] {
             assert_eq!(index.lookup(a).map(|s| s.addr), Some(a));
