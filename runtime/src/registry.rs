@@ -446,11 +446,27 @@ impl text::Writes for Batch<'_> {
                 Bytes::Nop => s.nop(),
                 Bytes::Call => call_bytes(s).unwrap_or_else(|| s.nop()),
             };
-            match self.part {
-                Part::First => f(s.addr, &bytes[..1]),
-                Part::Rest => f(s.addr + 1, &bytes[1..s.site_len()]),
-                Part::Whole => f(s.addr, &bytes[..s.site_len()]),
-            }
+            let (at, range) = self.part.of(s);
+            f(at, &bytes[range]);
+        }
+    }
+
+    fn spans(&self, mut f: impl FnMut(u64, usize)) {
+        for s in self.sites.iter() {
+            let (at, range) = self.part.of(s);
+            f(at, range.len());
+        }
+    }
+}
+
+impl Part {
+    /// Where this part of `site` starts, and which of its bytes it is.
+    #[inline]
+    fn of(self, site: &SiteRec) -> (u64, core::ops::Range<usize>) {
+        match self {
+            Part::First => (site.addr, 0..1),
+            Part::Rest => (site.addr + 1, 1..site.site_len()),
+            Part::Whole => (site.addr, 0..site.site_len()),
         }
     }
 }

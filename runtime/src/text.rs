@@ -189,6 +189,12 @@ fn parse_maps(maps: &str) -> Vec<(usize, usize, libc::c_int)> {
 pub trait Writes {
     /// Calls `f` with each write's address and bytes, in order.
     fn each(&self, f: impl FnMut(u64, &[u8]));
+
+    /// Calls `f` with each write's address and length, in order: what finding the pages needs,
+    /// which a batch may tell without making the bytes.
+    fn spans(&self, mut f: impl FnMut(u64, usize)) {
+        self.each(|a, b| f(a, b.len()));
+    }
 }
 
 /// The writes of a list, as a batch.
@@ -207,9 +213,9 @@ impl Writes for Listed<'_> {
 /// The pages `writes` touch, as ranges of adjacent pages (start, end), in address order: in one
 /// pass when the writes are in address order (a table's sites are), else sorted first.
 fn page_ranges(writes: &impl Writes, ps: usize) -> Vec<(usize, usize)> {
-    let span = |a: u64, b: &[u8]| {
+    let span = |a: u64, len: usize| {
         let first = a as usize & !(ps - 1);
-        let last = (a as usize + b.len().max(1) - 1) & !(ps - 1);
+        let last = (a as usize + len.max(1) - 1) & !(ps - 1);
         (first, last + ps)
     };
     let push =
@@ -218,18 +224,18 @@ fn page_ranges(writes: &impl Writes, ps: usize) -> Vec<(usize, usize)> {
             _ => spans.push((start, end)),
         };
     let (mut spans, mut last, mut sorted) = (Vec::new(), 0, true);
-    writes.each(|a, b| {
+    writes.spans(|a, len| {
         sorted &= a >= last;
         last = a;
         if sorted {
-            push(&mut spans, span(a, b));
+            push(&mut spans, span(a, len));
         }
     });
     if sorted {
         return spans;
     }
     let mut all: Vec<(usize, usize)> = Vec::new();
-    writes.each(|a, b| all.push(span(a, b)));
+    writes.spans(|a, len| all.push(span(a, len)));
     bootprof_format::order::sort_by_key(&mut all, |&s| s);
     spans.clear();
     for s in all {
@@ -334,7 +340,7 @@ pub unsafe fn write_batch(writes: &impl Writes) -> Result<(), TextError> {
 /// The address of the first write of `writes` (0 for none).
 fn first_address(writes: &impl Writes) -> u64 {
     let mut first = None;
-    writes.each(|a, _| {
+    writes.spans(|a, _| {
         first.get_or_insert(a);
     });
     first.unwrap_or(0)
@@ -363,7 +369,7 @@ fn write_procmem(writes: &impl Writes) -> Result<(), (u64, i32)> {
     // Probe every site by writing back its current first byte (a no-op if it succeeds); the
     // first failure stops everything.
     let mut failed = Ok(());
-    writes.each(|a, _| {
+    writes.spans(|a, _| {
         if failed.is_ok() {
             let mut cur = 0u8;
             failed = moved(&mut cur, a, false).and_then(|()| moved(&mut cur, a, true));

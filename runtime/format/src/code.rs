@@ -64,6 +64,7 @@ impl Form {
 /// | guard (either kind) | `0f 1f 44 00 00`, as compiled |
 ///
 /// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
+#[inline]
 pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
     let mut out = [0u8; MAX_SITE_LEN];
     let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
@@ -85,6 +86,7 @@ pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
 /// site or a guard, `e9 rel32` (a jump to its thunk or its out-of-line code), followed by
 /// [`NOP1`] in a 6-byte site. `rel` is the target's distance from the end of the
 /// [`REL32_LEN`]-byte instruction. Only bytes `[..form.len()]` are meaningful.
+#[inline]
 pub fn enabled_bytes(form: Form, rel: i32) -> [u8; MAX_SITE_LEN] {
     let mut b = [0u8; MAX_SITE_LEN];
     b[0] = if form.is_tail() || form == Form::Guard {

@@ -206,6 +206,7 @@ impl Kind {
     ];
 
     /// The kind stored as `byte`, if any.
+    #[inline]
     pub fn from_u8(byte: u8) -> Option<Kind> {
         Some(match byte {
             1 => Kind::Probe,
@@ -236,6 +237,7 @@ impl Kind {
     }
 
     /// Whether this kind is a function hook (named by its function rather than provider:name).
+    #[inline]
     pub fn is_hook(self) -> bool {
         !matches!(self, Kind::Probe | Kind::IsEnabled)
     }
@@ -295,6 +297,7 @@ pub enum Form {
 
 impl Form {
     /// The form stored as `byte`, if any.
+    #[inline]
     pub fn from_u8(byte: u8) -> Option<Form> {
         Some(match byte {
             1 => Form::CallRel32,
@@ -308,6 +311,7 @@ impl Form {
 
     /// Length of the instruction in bytes.
     #[allow(clippy::len_without_is_empty)] // an instruction is never empty
+    #[inline]
     pub fn len(self) -> usize {
         match self {
             Form::CallRel32 | Form::JmpRel32 | Form::Guard => 5,
@@ -316,6 +320,7 @@ impl Form {
     }
 
     /// Whether the site was a tail call (a jump: the probe "returns" for its caller).
+    #[inline]
     pub fn is_tail(self) -> bool {
         matches!(self, Form::JmpRel32 | Form::JmpGot)
     }
