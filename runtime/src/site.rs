@@ -594,6 +594,15 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    /// The snapshot of `tables` and of the tail sites `tails` (each with its stub, in table
+    /// order), each sorted as the lookups need them.
+    fn new(mut tables: Vec<&'static Lookup>, mut tails: Vec<(u64, &'static SiteRec)>) -> Index {
+        bootprof_format::order::sort_by_key(&mut tables, |l| l.lo);
+        // Stable: the sites of one stub stay in table order.
+        bootprof_format::order::sort_by_key(&mut tails, |&(stub, _)| stub);
+        Index { tables, tails }
+    }
+
     /// The site at exactly `addr`.
     #[inline(always)]
     pub fn lookup(&self, addr: u64) -> Option<&'static SiteRec> {
@@ -640,8 +649,7 @@ pub(crate) fn lookup(pc: u64) -> Option<&'static SiteRec> {
 
 /// Builds and publishes a new snapshot of the lookups of `tables`.
 pub(crate) fn publish(tables: &[Table]) {
-    let mut lookups: Vec<&'static Lookup> = tables.iter().map(|t| t.lookup).collect();
-    bootprof_format::order::sort_by_key(&mut lookups, |l| l.lo);
+    let lookups: Vec<&'static Lookup> = tables.iter().map(|t| t.lookup).collect();
     let mut tails: Vec<(u64, &'static SiteRec)> = Vec::new();
     for &s in lookups.iter().flat_map(|l| &l.tails) {
         let id = s.stub_id();
@@ -649,12 +657,7 @@ pub(crate) fn publish(tables: &[Table]) {
             tails.push((id, s));
         }
     }
-    // Stable: the sites of one stub stay in table order.
-    bootprof_format::order::sort_by_key(&mut tails, |&(stub, _)| stub);
-    let index = Box::into_raw(Box::new(Index {
-        tables: lookups,
-        tails,
-    }));
+    let index = Box::into_raw(Box::new(Index::new(lookups, tails)));
     // The old snapshot may still be read by a signal handler: it is leaked, not freed.
     INDEX.store(index, Ordering::Release);
 }
@@ -934,10 +937,7 @@ mod tests {
     fn the_snapshot_finds_the_sites_of_every_table() {
         let high = lookup_of(&[0x9000, 0x9010]);
         let low = lookup_of(&[0x1000, 0x1010, 0x1020]);
-        let index = Index {
-            tables: vec![low, high],
-            tails: Vec::new(),
-        };
+        let index = Index::new(vec![high, low], Vec::new());
         for a in [0x9000, 0x9010, 0x1000, 0x1010, 0x1020] {
             assert_eq!(index.lookup(a).map(|s| s.addr), Some(a));
         }
@@ -945,5 +945,24 @@ mod tests {
             assert!(index.lookup(a).is_none(), "{a:#x}");
         }
         assert_eq!(index.sites().count(), 5);
+    }
+
+    /// A tail site is found by its stub: the first of that stub's sites, in table order, that
+    /// the caller wants; none for a stub no tail site calls.
+    #[test]
+    fn tail_sites_are_found_by_their_stub_in_table_order() {
+        let site = |id: u32| synthetic_site(id, 0x1000 + u64::from(id) * 8);
+        let (a, b, c, d) = (site(0), site(1), site(2), site(3));
+        // Table order, the stubs out of order: 0x30 called by a and c, 0x10 by b, 0x20 by d.
+        let index = Index::new(Vec::new(), vec![(0x30, a), (0x10, b), (0x30, c), (0x20, d)]);
+        let id = |s: Option<&SiteRec>| s.map(|s| s.id);
+        assert_eq!(id(index.tail(0x30, |_| true)), Some(0));
+        assert_eq!(id(index.tail(0x30, |s| s.id != 0)), Some(2));
+        assert_eq!(id(index.tail(0x10, |_| true)), Some(1));
+        assert_eq!(id(index.tail(0x20, |_| true)), Some(3));
+        assert_eq!(id(index.tail(0x30, |_| false)), None);
+        for stub in [0, 0x18, 0x28, 0x40] {
+            assert_eq!(id(index.tail(stub, |_| true)), None);
+        }
     }
 }

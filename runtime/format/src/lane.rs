@@ -622,9 +622,9 @@ pub const OBJECT_FILE_NAME_MAX: usize = 7 + 16 + 1 + 20;
 /// session directory (written into `out`): one per file, which every process of the session
 /// that loads it shares.
 pub fn object_file_name(dev: u64, ino: u64, out: &mut [u8; OBJECT_FILE_NAME_MAX]) -> &str {
-    // Digits by hand, not by `core::fmt`: its writer's table of functions would be one more
-    // thing for the dynamic loader to relocate at the start of every program carrying the runtime.
-    // Writes `n` in base `base` at the start of `out`; its length.
+    /// Writes `n` in base `base` at the start of `out`; its length. By hand, not through
+    /// `core::fmt`, whose writer's table of functions is pointers the dynamic loader relocates
+    /// at the start of every program that carries the runtime.
     #[inline(never)]
     fn digits(n: u64, base: u64, out: &mut [u8]) -> usize {
         let (mut len, mut rest) = (1, n / base);
