@@ -502,13 +502,38 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
     switch_call(&from_call, false)?;
     match to {
         TRAP => enable_trap(&chosen)?,
-        CALL => switch_call(&chosen, true)?,
+        CALL => enable_call(&chosen)?,
         _ => {}
     }
     if to != DISABLED {
         switch_call(&guards, true)?;
     }
     Ok(chosen.len + guards.len)
+}
+
+/// Whether a site's NOP is two instructions: an is-enabled site's `xor eax, eax` and a NOP (or
+/// `ret`). A thread stopped between them resumes at the second, inside the bytes after the first:
+/// the bridge may not change those while another thread runs.
+fn two_part(site: &SiteRec) -> bool {
+    site.kind == format::Kind::IsEnabled && !site.is_guard()
+}
+
+/// Moves `sites` from disabled to call mode: with the bridge ([`switch_call`]), but the
+/// [`two_part`] sites, whose bytes after the first may not change while other threads run: all
+/// are written whole while the process has one thread (as at start-up); otherwise those get an
+/// int3 (trap mode: their hits are dispatched by the SIGTRAP handler), the others the bridge.
+fn enable_call(sites: &Chosen) -> Result<(), Error> {
+    if !sites.iter().any(two_part) {
+        return switch_call(sites, true);
+    }
+    if let Some(s) = sites.iter().find(|s| call_bytes(s).is_none()) {
+        return Err(Error::Unreachable(s.addr));
+    }
+    if let Some(r) = text::alone(|| switch_call_alone(sites, Bytes::Call, CALL)) {
+        return r;
+    }
+    enable_trap(&sites.only(two_part))?;
+    switch_call(&sites.only(|s| !two_part(s)), true)
 }
 
 fn enable_trap(sites: &Chosen) -> Result<(), Error> {
