@@ -502,7 +502,7 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
     switch_call(&from_call, false)?;
     match to {
         TRAP => enable_trap(&chosen)?,
-        CALL => enable_call(&chosen)?,
+        CALL => switch_call(&chosen, true)?,
         _ => {}
     }
     if to != DISABLED {
@@ -516,24 +516,6 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
 /// the bridge may not change those while another thread runs.
 fn two_part(site: &SiteRec) -> bool {
     site.kind == format::Kind::IsEnabled && !site.is_guard()
-}
-
-/// Moves `sites` from disabled to call mode: with the bridge ([`switch_call`]), but the
-/// [`two_part`] sites, whose bytes after the first may not change while other threads run: all
-/// are written whole while the process has one thread (as at start-up); otherwise those get an
-/// int3 (trap mode: their hits are dispatched by the SIGTRAP handler), the others the bridge.
-fn enable_call(sites: &Chosen) -> Result<(), Error> {
-    if !sites.iter().any(two_part) {
-        return switch_call(sites, true);
-    }
-    if let Some(s) = sites.iter().find(|s| call_bytes(s).is_none()) {
-        return Err(Error::Unreachable(s.addr));
-    }
-    if let Some(r) = text::alone(|| switch_call_alone(sites, Bytes::Call, CALL)) {
-        return r;
-    }
-    enable_trap(&sites.only(two_part))?;
-    switch_call(&sites.only(|s| !two_part(s)), true)
 }
 
 fn enable_trap(sites: &Chosen) -> Result<(), Error> {
@@ -566,9 +548,11 @@ fn call_bytes(site: &SiteRec) -> Option<[u8; MAX_SITE_LEN]> {
     Some(code::enabled_bytes(site.form, rel))
 }
 
-/// Moves `sites` from disabled to call mode (`enable`) or back, with the int3 bridge:
-/// int3 on byte 0 -> sync -> bytes 1.. -> sync -> byte 0 -> sync. A thread that meets the int3 is
-/// handled by the SIGTRAP handler as the old or new instruction, by the transient state.
+/// Moves `sites` from disabled to call mode (`enable`) or back: in one pass while the process
+/// has one thread ([`switch_call_alone`]), else with the int3 bridge ([`bridge`]). A thread that
+/// meets the bridge's int3 is handled by the SIGTRAP handler as the old or new instruction, by
+/// the transient state. Enabled while other threads run, [`two_part`] sites get trap mode's int3
+/// instead: the bridge may not rewrite their bytes after the first.
 fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
     if sites.is_empty() {
         return Ok(());
@@ -589,13 +573,32 @@ fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
     if let Some(r) = text::alone(|| switch_call_alone(sites, new, done)) {
         return r;
     }
+    if enable && sites.iter().any(two_part) {
+        // Other threads run: the two-part sites get trap mode's int3, the others the bridge;
+        // if the bridge fails, the int3s are taken back (no site changed).
+        let two = sites.only(two_part);
+        enable_trap(&two)?;
+        let rest = sites.only(|s| !two_part(s));
+        return bridge(&rest, new, (transient, done)).inspect_err(|_| {
+            let _ = disable_trap(&two);
+        });
+    }
+    bridge(sites, new, (transient, done))
+}
+
+/// Moves `sites` to their `new` bytes with the int3 bridge, each in the state `transient`
+/// meanwhile and `done` after: int3 on byte 0 -> sync -> bytes 1.. -> sync -> byte 0 -> sync.
+fn bridge(sites: &Chosen, new: Bytes, (transient, done): (u8, u8)) -> Result<(), Error> {
+    if sites.is_empty() {
+        return Ok(());
+    }
     sites.set(transient);
     // SAFETY: an int3 over byte 0, then the rest of the new instruction behind it, then its
     // first byte: at every moment each site decodes as int3 + junk (never executed: the handler
     // resumes elsewhere) or as the complete old or new instruction.
     let step1 = unsafe { text::write_batch(&sites.writing(Bytes::Int3, Part::First)) };
     if let Err(e) = step1 {
-        sites.set(if enable { DISABLED } else { CALL });
+        sites.set(if done == CALL { DISABLED } else { CALL });
         return Err(Error::Text(e));
     }
     text::sync_cores();
