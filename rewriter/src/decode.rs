@@ -187,6 +187,54 @@ mod tests {
         }
     }
 
+    /// Every disabled site's bytes, of every kind, form and NOP version, decode as what they
+    /// stand for: instructions filling the site exactly, one of them unless
+    /// `disabled_is_two_instructions` says two (the rule enabling while threads run follows);
+    /// an is-enabled site's leave `eax` zero (`mov $0` or `xor` of itself).
+    #[test]
+    fn disabled_bytes_decode_as_their_instructions() {
+        use bootprof_format::code::disabled_is_two_instructions;
+        use bootprof_format::{disabled_bytes, Kind, Nops};
+        use iced_x86::{Mnemonic, OpKind, Register};
+        let forms = [
+            Form::CallRel32,
+            Form::CallGot,
+            Form::JmpRel32,
+            Form::JmpGot,
+            Form::Guard,
+        ];
+        for kind in [Kind::Probe, Kind::IsEnabled, Kind::Fentry] {
+            for form in forms {
+                for nops in [Nops::Mov, Nops::Xor] {
+                    let bytes = disabled_bytes(kind, form, nops);
+                    let mut decoder = Decoder::new(64, &bytes[..form.len()], DecoderOptions::NONE);
+                    let insns: Vec<_> = decoder.iter().collect();
+                    let case = format!("{kind:?} {form:?} {nops:?}");
+                    assert!(insns.iter().all(|i| !i.is_invalid()), "{case}");
+                    // A tail site's `ret` ends it: what follows is never run.
+                    let run = match insns.iter().position(|i| i.mnemonic() == Mnemonic::Ret) {
+                        Some(ret) => ret + 1,
+                        None => insns.len(),
+                    };
+                    let two = disabled_is_two_instructions(kind, form, nops);
+                    assert_eq!(run, if two { 2 } else { 1 }, "{case}");
+                    if kind == Kind::IsEnabled && form != Form::Guard {
+                        let zero = &insns[0];
+                        assert_eq!(zero.op0_register(), Register::EAX, "{case}");
+                        let zeroes = match zero.mnemonic() {
+                            Mnemonic::Mov => {
+                                zero.op1_kind() == OpKind::Immediate32 && zero.immediate32() == 0
+                            }
+                            Mnemonic::Xor => zero.op1_register() == Register::EAX,
+                            _ => false,
+                        };
+                        assert!(zeroes, "{case}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn not_sites() {
         // lea sym(%rip), %rax

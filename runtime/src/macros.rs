@@ -23,7 +23,7 @@ macro_rules! probe {
 }
 
 /// Whether a probe is enabled: `if probe_enabled!(provider, name) { ... }`; false when disabled,
-/// where the call is `xor %eax,%eax` + NOP.
+/// where the call is `mov $0, %eax`.
 #[macro_export]
 macro_rules! probe_enabled {
     ($provider:ident, $name:ident) => {{

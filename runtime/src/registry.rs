@@ -241,6 +241,7 @@ fn site_rec(
         latency,
         stacktrace: core::sync::atomic::AtomicBool::new(false),
         has_function: site.names[2] != 0,
+        nops: site.nops,
     }
 }
 
@@ -511,11 +512,12 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
     Ok(chosen.len + guards.len)
 }
 
-/// Whether a site's NOP is two instructions: an is-enabled site's `xor eax, eax` and a NOP (or
-/// `ret`). A thread stopped between them resumes at the second, inside the bytes after the first:
-/// the bridge may not change those while another thread runs.
+/// Whether a site's NOP is two instructions: an is-enabled tail site's `xor eax, eax` and `ret`,
+/// or, in a table written before version 3, an is-enabled call site's `xor eax, eax` and a NOP.
+/// A thread stopped between them resumes at the second, inside the bytes after the first: the
+/// bridge may not change those while another thread runs.
 fn two_part(site: &SiteRec) -> bool {
-    site.kind == format::Kind::IsEnabled && !site.is_guard()
+    code::disabled_is_two_instructions(site.kind, site.form, site.nops)
 }
 
 fn enable_trap(sites: &Chosen) -> Result<(), Error> {

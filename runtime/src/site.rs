@@ -9,7 +9,7 @@
 use crate::prelude::*;
 use crate::sys::Mutex;
 use bootprof_format::pattern::Pattern;
-use bootprof_format::{Form, Kind, MAX_SITE_LEN};
+use bootprof_format::{Form, Kind, Nops, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Whether `pattern` selects a site of kind `kind` with names `n` (see [`SiteRec::matches`]).
@@ -89,6 +89,8 @@ pub struct SiteRec {
     pub(crate) stacktrace: AtomicBool,
     /// Whether the table names its enclosing function.
     pub(crate) has_function: bool,
+    /// Its NOPs, by its table fragment's version.
+    pub(crate) nops: Nops,
 }
 
 const _: () = assert!(core::mem::size_of::<SiteRec>() == 64);
@@ -278,7 +280,7 @@ impl SiteRec {
 
     /// The bytes of the disabled site.
     pub(crate) fn nop(&self) -> [u8; MAX_SITE_LEN] {
-        bootprof_format::disabled_bytes(self.kind, self.form)
+        bootprof_format::disabled_bytes(self.kind, self.form, self.nops)
     }
 
     /// Address of its stub's name string (what a stub loads into r11), 0 for none: the stub
@@ -863,6 +865,7 @@ fn synthetic(id: u32, addr: u64) -> SiteRec {
         latency: 0,
         stacktrace: AtomicBool::new(false),
         has_function: false,
+        nops: Nops::Mov,
     }
 }
 

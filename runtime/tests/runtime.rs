@@ -215,15 +215,74 @@ fn site_listing(exe: &Path) -> String {
     String::from_utf8_lossy(&list.stdout).into_owned()
 }
 
+/// Also: an is-enabled site whose NOP is one instruction keeps call mode when enabled while other
+/// threads run; in a table written before version 3 (`xor` and a NOP) it gets trap mode's int3
+/// instead, and disabling puts that NOP back (the text ends identical to the file).
 #[test]
 fn stress_enable_disable_while_threads_run_sites() {
     for (form, flags) in FORMS {
         let w = Work::with(&format!("stress-{form}"), flags);
         let exe = w.build("stress", &["stress.c"], &[], &[]);
-        let out = ok(&run(&exe, &["3"], &[]));
+        let out = ok(&run(&exe, &["3", "call"], &[]));
         assert!(out.contains("text identical"), "{out}");
         eprintln!("{out}");
+        if flags.is_empty() {
+            continue; // guards are one instruction in every version
+        }
+        let old = exe.with_file_name("stress-v2");
+        assert!(as_written_before_version_3(&exe, &old) > 0);
+        let out = ok(&run(&old, &["3", "trap"], &[]));
+        assert!(out.contains("text identical"), "{out}");
+        eprintln!("version 2: {out}");
     }
+}
+
+/// Copies the linked program `exe` to `to` as a bootprof-link writing site tables of version 2
+/// would have left it: each fragment of version 2, each is-enabled call site holding version 2's
+/// NOP (`xor %eax,%eax` and a NOP). Returns how many sites it changed.
+fn as_written_before_version_3(exe: &Path, to: &Path) -> usize {
+    use bootprof_format::{disabled_bytes, Form, Kind, Nops, SECTION_NAME, VERSION, VERSION_2};
+    use object::{Object, ObjectSection};
+    use std::os::unix::fs::PermissionsExt;
+    let mut data = std::fs::read(exe).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let file_offset = |addr: u64| {
+        let s = elf
+            .sections()
+            .find(|s| s.address() <= addr && addr < s.address() + s.size())
+            .unwrap();
+        (s.file_range().unwrap().0 + (addr - s.address())) as usize
+    };
+    let table = elf.section_by_name(SECTION_NAME).unwrap();
+    let (table_at, bytes) = (file_offset(table.address()), table.data().unwrap().to_vec());
+    let mut writes = Vec::new();
+    for site in bootprof_format::sites(&bytes, table.address()) {
+        let site = site.unwrap();
+        assert_eq!(site.nops, Nops::Mov);
+        if site.kind == Kind::IsEnabled && matches!(site.form, Form::CallRel32 | Form::CallGot) {
+            let nop = disabled_bytes(site.kind, site.form, Nops::Xor);
+            writes.push((file_offset(site.site), nop[..site.form.len()].to_vec()));
+        }
+    }
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        let word = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+        if word(at) == 0 {
+            at += 4;
+            continue;
+        }
+        assert_eq!(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]), VERSION);
+        writes.push((table_at + at + 4, VERSION_2.to_le_bytes().to_vec()));
+        at += word(at + 12) as usize;
+    }
+    let changed = writes.iter().filter(|(_, b)| b.len() > 2).count();
+    drop(elf);
+    for (offset, new) in writes {
+        data[offset..offset + new.len()].copy_from_slice(&new);
+    }
+    std::fs::write(to, &data).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    changed
 }
 
 #[test]

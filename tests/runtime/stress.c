@@ -1,14 +1,18 @@
 /* Stress: threads run probe sites while others enable and disable them, in both modes.
- *   stress SECONDS
+ *   stress SECONDS [call|trap]
  * Part 1 (exact): per epoch, enable st:a (alternating trap/call), let every worker run ITER
  *   probe calls, check the handler saw exactly workers*ITER hits; disable; run again, check zero.
  * Part 2 (chaos): hammer threads run functions with st:b sites (plain, tail, is-enabled, in the
  *   middle of arithmetic) and check their results while a toggler flips st:b between trap, call
  *   and disabled as fast as it can; after a final disable no hit may arrive.
+ * Part 3: st:b enabled in call mode while the hammers run: its is-enabled sites must be in the
+ *   mode the second argument names (call, the default: their NOP is one instruction; trap: the
+ *   table was written before version 3, their NOP is two).
  * At the end every site is disabled and the loaded code must equal the file byte for byte. */
 #include "check.h" /* first: it defines _GNU_SOURCE */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "bootprof.h"
@@ -70,6 +74,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 3;
+    int is_enabled_mode = argc > 2 && strcmp(argv[2], "trap") == 0 ? BOOTPROF_MODE_TRAP : BOOTPROF_MODE_CALL;
     CHECK(bootprof_add_handler("st:a", count_a, NULL) >= 0, "%s", bootprof_last_error());
     CHECK(bootprof_add_handler("st:b", count_b, NULL) >= 0, "%s", bootprof_last_error());
     pthread_t w[WORKERS], h[2];
@@ -100,6 +105,16 @@ int main(int argc, char **argv) {
         }
         epochs++;
     }
+    CHECK(bootprof_enable_mode("st:b", BOOTPROF_MODE_CALL) >= 0, "%s", bootprof_last_error());
+    long is_enabled = 0;
+    for (size_t i = 0; i < bootprof_site_count(); i++) {
+        struct bootprof_site s;
+        CHECK(bootprof_site_info(i, &s) == 0, "%s", bootprof_last_error());
+        if (s.kind != BOOTPROF_KIND_ISENABLED || strcmp(s.provider, "st") != 0) continue;
+        CHECK(s.mode == is_enabled_mode, "is-enabled site %#lx in mode %d, want %d", (unsigned long)s.address, s.mode, is_enabled_mode);
+        is_enabled++;
+    }
+    CHECK(is_enabled > 0, "no is-enabled site of st:b");
     CHECK(bootprof_disable("st:b") >= 0, "final disable");
     usleep(20000);
     long settled = atomic_load(&hits_b);
@@ -112,7 +127,7 @@ int main(int argc, char **argv) {
     CHECK(atomic_load(&bad_results) == 0, "%ld wrong results while patching", atomic_load(&bad_results));
     struct text_cmp t = text_vs_file();
     CHECK(t.compared > 0 && t.differing == 0, "%ld of %ld code bytes differ from the file", t.differing, t.compared);
-    printf("exact: %ld epochs ok; chaos: %ld toggles, %ld st:b calls, %ld st:b hits; text identical (%ld bytes)\n",
-           epochs, toggles, atomic_load(&calls_b), atomic_load(&hits_b), t.compared);
+    printf("exact: %ld epochs ok; chaos: %ld toggles, %ld st:b calls, %ld st:b hits; %ld is-enabled sites in mode %d; text identical (%ld bytes)\n",
+           epochs, toggles, atomic_load(&calls_b), atomic_load(&hits_b), is_enabled, is_enabled_mode, t.compared);
     return 0;
 }

@@ -3,7 +3,7 @@
 //! fragment (`SHF_LINK_ORDER` to its text section, in the section's COMDAT group if it has one)
 //! and its `.rela` section, and their names to the section name table.
 //!
-//! A fragment is laid out by `bootprof_format` (version 2: header, target block, entries, name
+//! A fragment is laid out by `bootprof_format` (version 3: header, target block, entries, name
 //! pool); its addresses are relocations, as few as the final link can be given: the text
 //! section's start (against its section symbol; each entry holds its site's offset from it) and
 //! each distinct target once (the probe symbol's stub, shared by all its call sites; a tail
@@ -216,8 +216,8 @@ fn target_slots(
     (slots, targets)
 }
 
-/// Builds one version 2 fragment: header, target block and slots, entries, name pool; and its
-/// relocations: the text section's start (`text_symbol`), and each distinct target once.
+/// Builds one fragment of `format::VERSION`: header, target block and slots, entries, name pool;
+/// and its relocations: the text section's start (`text_symbol`), and each distinct target once.
 fn fragment(
     list: &[&SiteInfo<'_>],
     text_symbol: usize,

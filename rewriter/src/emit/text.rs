@@ -46,10 +46,12 @@ pub(super) fn patch_sites(
                 .is_ok_and(|sym| sym.st_shndx(LE) == elf::SHN_UNDEF)
     };
     let mut thunks = Thunks::new();
+    // The NOPs of the version the fragments are written in.
+    let nops = bootprof_format::Nops::of_version(bootprof_format::VERSION);
     for (&sec, list) in by_section {
         let mut text = out.sections[sec].data.bytes().to_vec();
         for s in list {
-            let bytes = bootprof_format::disabled_bytes(s.kind, s.form);
+            let bytes = bootprof_format::disabled_bytes(s.kind, s.form, nops);
             let (start, len) = (s.offset as usize, s.form.len());
             // Copies of a length the compiler knows are a move or two, not a call.
             match len {

@@ -49,7 +49,33 @@ impl Form {
     }
 }
 
-/// The bytes a disabled site holds, for a site of `kind` that was `form`.
+/// Which NOPs a fragment's is-enabled call sites hold while disabled: what its version says
+/// ([`Nops::of_version`]). Every other site's NOP is the same in every version.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Nops {
+    /// Version 3 on: `mov $0, %eax`, one instruction. A thread is never inside it, so call mode
+    /// can write its call over it while other threads run, as over any other site.
+    #[default]
+    Mov,
+    /// Versions 1 and 2: `xor %eax, %eax` and a NOP, two instructions. A thread stopped between
+    /// them resumes inside the bytes a call written over them would change.
+    Xor,
+}
+
+impl Nops {
+    /// The NOPs of a fragment of layout `version`.
+    pub fn of_version(version: u16) -> Nops {
+        if version >= crate::VERSION {
+            Nops::Mov
+        } else {
+            Nops::Xor
+        }
+    }
+}
+
+/// The bytes a disabled site holds, for a site of `kind` that was `form`, in a fragment whose
+/// is-enabled call sites hold `nops`.
 ///
 /// | before | after |
 /// |---|---|
@@ -57,15 +83,18 @@ impl Form {
 /// | `ff 15 rel32` (call via GOT) | `66 0f 1f 44 00 00` (nopw 0x0(%rax,%rax,1)) |
 /// | `e9 rel32` (tail jmp) | `c3` (ret) + `0f 1f 40 00` (nopl 0x0(%rax)) |
 /// | `ff 25 rel32` (tail jmp via GOT) | `c3` (ret) + `0f 1f 44 00 00` |
-/// | is-enabled `e8` call | `33 c0` (xor %eax,%eax) + `0f 1f 00` (nopl (%rax)) |
-/// | is-enabled `ff 15` call | `33 c0` + `0f 1f 40 00` |
-/// | is-enabled `e9` tail jmp | `33 c0` + `c3` + `66 90` (xchg %ax,%ax) |
+/// | is-enabled `e8` call | `b8 00 00 00 00` (mov $0x0,%eax) |
+/// | is-enabled `ff 15` call | `40 b8 00 00 00 00` (the same `mov` with an empty REX prefix) |
+/// | is-enabled `e9` tail jmp | `33 c0` (xor %eax,%eax) + `c3` + `66 90` (xchg %ax,%ax) |
 /// | is-enabled `ff 25` tail jmp | `33 c0` + `c3` + `0f 1f 00` |
 /// | guard (either kind) | `0f 1f 44 00 00`, as compiled |
 ///
+/// [`Nops::Xor`] (tables written before version 3): is-enabled `e8` call `33 c0` + `0f 1f 00`
+/// (nopl (%rax)), `ff 15` call `33 c0` + `0f 1f 40 00`. An is-enabled tail site needs two
+/// instructions in every version (zero, then return).
+///
 /// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
-#[inline]
-pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
+pub fn disabled_bytes(kind: Kind, form: Form, nops: Nops) -> [u8; MAX_SITE_LEN] {
     let mut out = [0u8; MAX_SITE_LEN];
     let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
         (_, Form::Guard) => &NOP5,
@@ -73,13 +102,26 @@ pub fn disabled_bytes(kind: Kind, form: Form) -> [u8; MAX_SITE_LEN] {
         (false, Form::CallGot) => &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
         (false, Form::JmpRel32) => &[0xc3, 0x0f, 0x1f, 0x40, 0x00],
         (false, Form::JmpGot) => &[0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        (true, Form::CallRel32) => &[0x33, 0xc0, 0x0f, 0x1f, 0x00],
-        (true, Form::CallGot) => &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00],
+        (true, Form::CallRel32) => match nops {
+            Nops::Mov => &[0xb8, 0x00, 0x00, 0x00, 0x00],
+            Nops::Xor => &[0x33, 0xc0, 0x0f, 0x1f, 0x00],
+        },
+        (true, Form::CallGot) => match nops {
+            Nops::Mov => &[0x40, 0xb8, 0x00, 0x00, 0x00, 0x00],
+            Nops::Xor => &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00],
+        },
         (true, Form::JmpRel32) => &[0x33, 0xc0, 0xc3, 0x66, 0x90],
         (true, Form::JmpGot) => &[0x33, 0xc0, 0xc3, 0x0f, 0x1f, 0x00],
     };
     out[..bytes.len()].copy_from_slice(bytes);
     out
+}
+
+/// Whether a disabled site of `kind` and `form` with NOPs `nops` is more than one instruction: a
+/// thread may stop inside it, between the two, and resume at its second. The bytes after the
+/// first may then not be changed while other threads run.
+pub fn disabled_is_two_instructions(kind: Kind, form: Form, nops: Nops) -> bool {
+    kind == Kind::IsEnabled && (form.is_tail() || (form != Form::Guard && nops == Nops::Xor))
 }
 
 /// The bytes a call-mode site holds while enabled: `e8 rel32` (a call to its stub) or, for a tail

@@ -10,17 +10,20 @@
 //! of them are multiples of 8 bytes and 8-aligned, so no padding appears between them (a reader
 //! still skips zero words, to be safe against a linker that pads).
 //!
-//! A fragment is a [`Header`], then (version 2) its [`TargetBlock`], then `count` [`RawSite`]
+//! A fragment is a [`Header`], then (from version 2 on) its [`TargetBlock`], then `count` [`RawSite`]
 //! entries and their name pool, all little-endian. Every address is stored PC-relative, as the
 //! signed distance from the field itself to its target, so a PIE or shared object needs no
 //! dynamic relocation and the table stays read-only.
 //!
-//! Version 2 (what `bootprof-link` writes) gives the linker few relocations to apply: one for the
-//! text section's start (each entry's `site` is an offset from it) and one per distinct target
-//! (each entry's `target` is an index into the fragment's target slots; the sites calling one
-//! probe symbol share its slot). Version 1 relocated both fields of every entry, two relocations
-//! per site (43% more relocations for the final link of a `-pg` program); its tables, in binaries
-//! linked before, are still read.
+//! Version 2 gives the linker few relocations to apply: one for the text section's start (each
+//! entry's `site` is an offset from it) and one per distinct target (each entry's `target` is an
+//! index into the fragment's target slots; the sites calling one probe symbol share its slot).
+//! Version 1 relocated both fields of every entry, two relocations per site (43% more relocations
+//! for the final link of a `-pg` program). Version 3 (what `bootprof-link` writes) has version
+//! 2's layout; its is-enabled call sites hold a one-instruction NOP ([`code::Nops`]), where
+//! versions 1 and 2 hold two instructions. Tables of every version, in binaries linked before,
+//! are still read; a runtime that reads only up to version 2 refuses version 3 (it would write
+//! version 2's NOP back over version 3's).
 //!
 //! # The probe lifecycle, once
 //!
@@ -55,7 +58,7 @@ pub mod order;
 pub mod pattern;
 pub mod trace;
 
-pub use code::{disabled_bytes, NOP5};
+pub use code::{disabled_bytes, Nops, NOP5};
 
 /// Name of the site-table section (a C identifier, for `__start_`/`__stop_`).
 pub const SECTION_NAME: &str = "bootprof_sites";
@@ -67,15 +70,18 @@ pub const TABLE_START: &str = "__bootprof_sites_start";
 pub const TABLE_STOP: &str = "__bootprof_sites_stop";
 /// First word of every fragment: `BPST` in little-endian byte order.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"BPST");
-/// Version of the fragment layout `bootprof-link` writes: the [`TargetBlock`] after the header.
-pub const VERSION: u16 = 2;
+/// Version of the fragment layout `bootprof-link` writes: the [`TargetBlock`] after the header,
+/// and is-enabled call sites disabled as one instruction ([`Nops::Mov`]).
+pub const VERSION: u16 = 3;
+/// Version 3's layout with the NOPs of version 1 ([`Nops::Xor`]).
+pub const VERSION_2: u16 = 2;
 /// The first version: each entry's `site` and `target` are distances from the field itself.
 pub const VERSION_1: u16 = 1;
 /// Size of [`Header`] in bytes.
 pub const HEADER_SIZE: usize = 16;
-/// Offset of [`TargetBlock::text`] in a version 2 fragment.
+/// Offset of [`TargetBlock::text`] in a fragment of version 2 or 3.
 pub const TEXT_FIELD: usize = HEADER_SIZE;
-/// Offset of the first target slot in a version 2 fragment.
+/// Offset of the first target slot in a fragment of version 2 or 3.
 pub const TARGETS_AT: usize = HEADER_SIZE + 8;
 /// Size of [`RawSite`] in bytes.
 pub const ENTRY_SIZE: usize = 40;
@@ -119,7 +125,7 @@ pub struct Header {
     pub size: u32,
 }
 
-/// What follows the header of a version 2 fragment: the addresses its entries share, each one
+/// What follows the header of a fragment of version 2 or 3: the addresses its entries share, each one
 /// relocation for the linker. Followed by `targets` slots (`i32`, each the distance from the slot
 /// to a target: a probe symbol's stub, a tail site's thunk, a guard's out-of-line code), then zero
 /// padding to 8 bytes; the entries start there ([`entries_at`]).
@@ -132,7 +138,7 @@ pub struct TargetBlock {
     pub targets: u32,
 }
 
-/// Where the entries of a version 2 fragment with `targets` target slots start, from the
+/// Where the entries of a fragment of version 2 or 3 with `targets` target slots start, from the
 /// fragment's start.
 pub const fn entries_at(targets: u32) -> usize {
     (TARGETS_AT + 4 * targets as usize).next_multiple_of(8)
@@ -142,10 +148,10 @@ pub const fn entries_at(targets: u32) -> usize {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawSite {
-    /// Version 2: the site's offset from the start of its text section ([`TargetBlock::text`]).
+    /// Versions 2 and 3: the site's offset from the start of its text section ([`TargetBlock::text`]).
     /// Version 1: the distance to the first byte of the site.
     pub site: i32,
-    /// Version 2: the index of the target slot holding what the site called: the stub (what call
+    /// Versions 2 and 3: the index of the target slot holding what the site called: the stub (what call
     /// mode calls again) or, for a [`Form::Guard`], the out-of-line code the enabled guard jumps
     /// to. Version 1: the distance to that target.
     pub target: i32,
@@ -393,6 +399,8 @@ pub struct Site {
     pub form: Form,
     /// The instruction bytes as compiled (displacement zero).
     pub orig: [u8; MAX_SITE_LEN],
+    /// The NOPs its fragment's version gives it ([`Place::nop`]).
+    pub nops: Nops,
 }
 
 /// What a site's record in a running process needs of its entry, decoded without its names or
@@ -415,6 +423,8 @@ pub struct SiteCore {
     /// The distances stored for its provider, name, function and demangled name (in that
     /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none.
     pub names: [i32; 4],
+    /// The NOPs its fragment's version gives it ([`Place::nop`]).
+    pub nops: Nops,
 }
 
 use le::{u16_at as le_u16, u32_at as le_u32};
@@ -431,13 +441,14 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
         left: 0,
         entry_size: 0,
         shared: None,
+        nops: Nops::Mov,
         pool: 0..0,
         last: 0,
         failed: false,
     }
 }
 
-/// What the entries of a version 2 fragment share: the text section's address and the target
+/// What the entries of a fragment of version 2 or 3 share: the text section's address and the target
 /// slots (offsets into the table).
 #[derive(Clone, Copy)]
 struct Shared {
@@ -455,6 +466,8 @@ pub struct Sites<'a> {
     entry_size: usize,
     /// The current fragment's text address and target slots (`None` for version 1).
     shared: Option<Shared>,
+    /// The current fragment's NOPs.
+    nops: Nops,
     /// The current fragment's name pool: from its entries' end to its end.
     pool: core::ops::Range<usize>,
     /// Offset of the last entry read.
@@ -473,6 +486,28 @@ pub struct Place {
     pub kind: Kind,
     /// The instruction it held.
     pub form: Form,
+    /// The NOPs its fragment's version gives it.
+    pub nops: Nops,
+}
+
+impl Site {
+    /// Where it is and what it holds.
+    pub fn place(&self) -> Place {
+        Place {
+            site: self.site,
+            target: self.target,
+            kind: self.kind,
+            form: self.form,
+            nops: self.nops,
+        }
+    }
+}
+
+impl Place {
+    /// The bytes the site holds while disabled ([`disabled_bytes`]).
+    pub fn nop(&self) -> [u8; MAX_SITE_LEN] {
+        disabled_bytes(self.kind, self.form, self.nops)
+    }
 }
 
 impl<'a> Sites<'a> {
@@ -529,7 +564,7 @@ impl<'a> Sites<'a> {
     }
 
     /// The [`Place`] of the entry `e` at offset `at`: its kind and form checked, its site and
-    /// target resolved (through the fragment's slots in version 2, the slot index checked).
+    /// target resolved (through the fragment's slots from version 2 on, the slot index checked).
     #[inline]
     fn place(&self, at: usize, e: &[u8; ENTRY_SIZE]) -> Result<Place, TableError> {
         let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
@@ -561,6 +596,7 @@ impl<'a> Sites<'a> {
             target,
             kind,
             form,
+            nops: self.nops,
         })
     }
 
@@ -602,7 +638,7 @@ impl<'a> Sites<'a> {
         let size = le_u32(b, at + 12) as usize;
         let (entries_at, shared) = match version {
             VERSION_1 => (at + HEADER_SIZE, None),
-            VERSION => {
+            VERSION_2 | VERSION => {
                 if at + TARGETS_AT > b.len() {
                     return Err(TableError::BadSize(at));
                 }
@@ -637,6 +673,7 @@ impl<'a> Sites<'a> {
         self.left = count;
         self.entry_size = entry_size;
         self.shared = shared;
+        self.nops = Nops::of_version(version);
         self.pool = entries_end..fragment_end;
         Ok(true)
     }
@@ -693,6 +730,7 @@ impl Sites<'_> {
             kind: place.kind,
             form: place.form,
             names: names.map(|f| word(f) as i32),
+            nops: place.nops,
         }))
     }
 }
@@ -720,11 +758,12 @@ impl Iterator for Sites<'_> {
             kind: core.kind,
             form: core.form,
             orig,
+            nops: core.nops,
         }))
     }
 }
 
-/// The header of a fragment of layout `version` ([`VERSION`] or [`VERSION_1`]), `size` bytes,
+/// The header of a fragment of layout `version` ([`VERSION`], [`VERSION_2`] or [`VERSION_1`]), `size` bytes,
 /// holding `count` entries.
 pub fn encode_header(version: u16, count: u32, size: u32) -> [u8; HEADER_SIZE] {
     let mut h = [0u8; HEADER_SIZE];
@@ -810,6 +849,52 @@ mod tests {
 
     /// A version 2 fragment: sites from the text section's address, targets through the shared
     /// slots; a version 1 fragment after it is read as before.
+    /// An is-enabled call site reads with the NOPs of its fragment's version: one instruction
+    /// from version 3 on, `xor` and a NOP before; the layout of versions 2 and 3 is one.
+    #[test]
+    fn each_fragment_gives_its_sites_its_versions_nops() {
+        let one = entries_at(1) + ENTRY_SIZE;
+        let v1 = HEADER_SIZE + ENTRY_SIZE;
+        let mut buf = std::vec![0u8; 2 * one + v1];
+        for (at, version) in [(0, VERSION), (one, VERSION_2)] {
+            buf[at..at + HEADER_SIZE].copy_from_slice(&encode_header(version, 1, one as u32));
+            buf[at + TEXT_FIELD + 4..at + TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
+            let e = at + entries_at(1);
+            let entry = encode_entry(Kind::IsEnabled, Form::CallRel32, 0, &[0xe8]);
+            buf[e..e + ENTRY_SIZE].copy_from_slice(&entry);
+        }
+        buf[2 * one..2 * one + HEADER_SIZE]
+            .copy_from_slice(&encode_header(VERSION_1, 1, v1 as u32));
+        let entry = encode_entry(Kind::IsEnabled, Form::CallGot, 0, &[0xff, 0x15]);
+        buf[2 * one + HEADER_SIZE..].copy_from_slice(&entry);
+        let all: Vec<Site> = sites(&buf, 0x1000).collect::<Result<_, _>>().unwrap();
+        let nops: Vec<Nops> = all.iter().map(|s| s.nops).collect();
+        assert_eq!(nops, [Nops::Mov, Nops::Xor, Nops::Xor]);
+        let bytes: Vec<Vec<u8>> = all
+            .iter()
+            .map(|s| s.place().nop()[..s.form.len()].to_vec())
+            .collect();
+        assert_eq!(
+            bytes,
+            [
+                &[0xb8, 0, 0, 0, 0][..],
+                &[0x33, 0xc0, 0x0f, 0x1f, 0x00][..],
+                &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00][..],
+            ]
+        );
+        // What the runtime reads for its records says the same.
+        let mut it = sites(&buf, 0x1000);
+        let cores: Vec<Nops> = core::iter::from_fn(|| it.next_core())
+            .map(|c| c.unwrap().nops)
+            .collect();
+        assert_eq!(cores, nops);
+        let places: Vec<Nops> = sites(&buf, 0x1000)
+            .places()
+            .map(|p| p.unwrap().nops)
+            .collect();
+        assert_eq!(places, nops);
+    }
+
     #[test]
     fn version_2_fragment_then_version_1() {
         let v2 = entries_at(2) + 2 * ENTRY_SIZE;

@@ -5,7 +5,7 @@
 
 extern crate std;
 
-use crate::{code, Site, SECTION_NAME};
+use crate::{Site, SECTION_NAME};
 use object::read::elf::ElfFile64;
 use object::{LittleEndian as LE, Object, ObjectSection, ObjectSegment};
 use std::string::{String, ToString};
@@ -84,7 +84,7 @@ pub fn linked_sites(
         tables += 1;
         for site in crate::sites(bytes?, address) {
             let site = site.map_err(|e| Unreadable(e.to_string()))?;
-            let nop = holds_nop(image, site.site, site.kind, site.form);
+            let nop = holds_nop(image, &site.place());
             sites.push(LinkedSite { site, nop });
         }
     }
@@ -104,7 +104,7 @@ pub fn first_without_nop(
         let bytes = bytes?;
         for (i, place) in crate::sites(bytes, address).places().enumerate() {
             let place = place.map_err(unreadable)?;
-            if !holds_nop(image, place.site, place.kind, place.form) {
+            if !holds_nop(image, &place) {
                 // Entries before it read without error as places: they read whole too.
                 let site = crate::sites(bytes, address).nth(i);
                 return site.transpose().map_err(unreadable);
@@ -123,12 +123,10 @@ fn tables_of<'e, 'd: 'e>(
         .map(|s| (s.data().map_err(|e| Unreadable(e.to_string())), s.address()))
 }
 
-/// Whether the bytes at `site` in `image` are the disabled bytes of a site of that kind and
-/// form.
-fn holds_nop(image: &Image<'_>, site: u64, kind: crate::Kind, form: crate::Form) -> bool {
-    let len = form.len();
-    let expected = code::disabled_bytes(kind, form);
+/// Whether the bytes at `place` in `image` are its disabled bytes.
+fn holds_nop(image: &Image<'_>, place: &crate::Place) -> bool {
+    let len = place.form.len();
     image
-        .bytes_at(site, len)
-        .is_some_and(|b| b == &expected[..len])
+        .bytes_at(place.site, len)
+        .is_some_and(|b| b == &place.nop()[..len])
 }
