@@ -152,9 +152,13 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     });
     let mut sites = format::sites(bytes, start as u64);
     while let Some(site) = sites.next_core() {
-        let Ok(site) = site else {
-            note(&format!("ignoring a malformed site table at {start:#x}"));
-            break;
+        let site = match site {
+            Ok(site) => site,
+            Err(e) => {
+                // A version this runtime does not know says so: a newer bootprof-link wrote it.
+                note(&format!("ignoring the site table at {start:#x}: {e}"));
+                break;
+            }
         };
         // A fragment's entries come before its pool, and the next fragment after it.
         if site.entry >= in_table.pool.end {
