@@ -94,6 +94,7 @@ impl Nops {
 /// instructions in every version (zero, then return).
 ///
 /// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
+#[inline]
 pub fn disabled_bytes(kind: Kind, form: Form, nops: Nops) -> [u8; MAX_SITE_LEN] {
     let mut out = [0u8; MAX_SITE_LEN];
     let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {

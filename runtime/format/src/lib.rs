@@ -10,8 +10,8 @@
 //! of them are multiples of 8 bytes and 8-aligned, so no padding appears between them (a reader
 //! still skips zero words, to be safe against a linker that pads).
 //!
-//! A fragment is a [`Header`], then (from version 2 on) its [`TargetBlock`], then `count` [`RawSite`]
-//! entries and their name pool, all little-endian. Every address is stored PC-relative, as the
+//! A fragment is a [`Header`], then (from version 2 on) its [`TargetBlock`], then `count`
+//! [`RawSite`] entries and their name pool, all little-endian. Every address is stored PC-relative, as the
 //! signed distance from the field itself to its target, so a PIE or shared object needs no
 //! dynamic relocation and the table stays read-only.
 //!
@@ -73,7 +73,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"BPST");
 /// Version of the fragment layout `bootprof-link` writes: the [`TargetBlock`] after the header,
 /// and is-enabled call sites disabled as one instruction ([`Nops::Mov`]).
 pub const VERSION: u16 = 3;
-/// Version 3's layout with the NOPs of version 1 ([`Nops::Xor`]).
+/// Version 2: version 3's layout, is-enabled call sites disabled as two instructions
+/// ([`Nops::Xor`], as in version 1).
 pub const VERSION_2: u16 = 2;
 /// The first version: each entry's `site` and `target` are distances from the field itself.
 pub const VERSION_1: u16 = 1;
@@ -125,8 +126,8 @@ pub struct Header {
     pub size: u32,
 }
 
-/// What follows the header of a fragment of version 2 or 3: the addresses its entries share, each one
-/// relocation for the linker. Followed by `targets` slots (`i32`, each the distance from the slot
+/// What follows the header of a fragment of version 2 or 3: the addresses its entries share,
+/// each one relocation for the linker. Followed by `targets` slots (`i32`, each the distance from the slot
 /// to a target: a probe symbol's stub, a tail site's thunk, a guard's out-of-line code), then zero
 /// padding to 8 bytes; the entries start there ([`entries_at`]).
 #[repr(C)]
@@ -148,12 +149,12 @@ pub const fn entries_at(targets: u32) -> usize {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawSite {
-    /// Versions 2 and 3: the site's offset from the start of its text section ([`TargetBlock::text`]).
-    /// Version 1: the distance to the first byte of the site.
+    /// Versions 2 and 3: the site's offset from the start of its text section
+    /// ([`TargetBlock::text`]). Version 1: the distance to the first byte of the site.
     pub site: i32,
-    /// Versions 2 and 3: the index of the target slot holding what the site called: the stub (what call
-    /// mode calls again) or, for a [`Form::Guard`], the out-of-line code the enabled guard jumps
-    /// to. Version 1: the distance to that target.
+    /// Versions 2 and 3: the index of the target slot holding what the site called: the stub
+    /// (what call mode calls again) or, for a [`Form::Guard`], the out-of-line code the enabled
+    /// guard jumps to. Version 1: the distance to that target.
     pub target: i32,
     /// Distance to the provider name (NUL-terminated), 0 for function hooks.
     pub provider: i32,
@@ -448,8 +449,8 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
     }
 }
 
-/// What the entries of a fragment of version 2 or 3 share: the text section's address and the target
-/// slots (offsets into the table).
+/// What the entries of a fragment of version 2 or 3 share: the text section's address and the
+/// target slots (offsets into the table).
 #[derive(Clone, Copy)]
 struct Shared {
     text: u64,
@@ -763,8 +764,8 @@ impl Iterator for Sites<'_> {
     }
 }
 
-/// The header of a fragment of layout `version` ([`VERSION`], [`VERSION_2`] or [`VERSION_1`]), `size` bytes,
-/// holding `count` entries.
+/// The header of a fragment of layout `version` ([`VERSION`], [`VERSION_2`] or [`VERSION_1`]),
+/// `size` bytes, holding `count` entries.
 pub fn encode_header(version: u16, count: u32, size: u32) -> [u8; HEADER_SIZE] {
     let mut h = [0u8; HEADER_SIZE];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
