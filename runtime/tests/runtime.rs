@@ -2,6 +2,7 @@
 //! through `bootprof-link` (which links the runtime in) and run as child processes, since signal
 //! handlers and code patching are process-global.
 
+use bootprof_format::Nops;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -230,18 +231,18 @@ fn stress_enable_disable_while_threads_run_sites() {
             continue; // guards are one instruction in every version
         }
         let old = exe.with_file_name("stress-v2");
-        assert!(as_written_before_version_3(&exe, &old) > 0);
+        assert!(with_table_version(&exe, &old, bootprof_format::VERSION_2, Nops::Xor) > 0);
         let out = ok(&run(&old, &["3", "trap"], &[]));
         assert!(out.contains("text identical"), "{out}");
         eprintln!("version 2: {out}");
     }
 }
 
-/// Copies the linked program `exe` to `to` as a bootprof-link writing site tables of version 2
-/// would have left it: each fragment of version 2, each is-enabled call site holding version 2's
-/// NOP (`xor %eax,%eax` and a NOP). Returns how many sites it changed.
-fn as_written_before_version_3(exe: &Path, to: &Path) -> usize {
-    use bootprof_format::{disabled_bytes, Form, Kind, Nops, SECTION_NAME, VERSION, VERSION_2};
+/// Copies the linked program `exe` to `to` with its site table as a bootprof-link writing tables
+/// of `version` would have left it: each fragment's header says `version`, and each site whose
+/// NOP differs under `nops` (version 2's, say) holds that NOP. Returns how many sites changed.
+fn with_table_version(exe: &Path, to: &Path, version: u16, nops: Nops) -> usize {
+    use bootprof_format::{disabled_bytes, HEADER_SIZE, SECTION_NAME, VERSION};
     use object::{Object, ObjectSection};
     use std::os::unix::fs::PermissionsExt;
     let mut data = std::fs::read(exe).unwrap();
@@ -258,24 +259,27 @@ fn as_written_before_version_3(exe: &Path, to: &Path) -> usize {
     let mut writes = Vec::new();
     for site in bootprof_format::sites(&bytes, table.address()) {
         let site = site.unwrap();
-        assert_eq!(site.nops, Nops::Mov);
-        if site.kind == Kind::IsEnabled && matches!(site.form, Form::CallRel32 | Form::CallGot) {
-            let nop = disabled_bytes(site.kind, site.form, Nops::Xor);
-            writes.push((file_offset(site.site), nop[..site.form.len()].to_vec()));
+        let (now, then) = (
+            site.place().nop(),
+            disabled_bytes(site.kind, site.form, nops),
+        );
+        if now != then {
+            writes.push((file_offset(site.site), then[..site.form.len()].to_vec()));
         }
     }
+    let changed = writes.len();
+    // The fragments, one after another (zero words between them skipped, as readers do).
     let mut at = 0;
-    while at + 16 <= bytes.len() {
+    while at + HEADER_SIZE <= bytes.len() {
         let word = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
         if word(at) == 0 {
             at += 4;
             continue;
         }
         assert_eq!(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]), VERSION);
-        writes.push((table_at + at + 4, VERSION_2.to_le_bytes().to_vec()));
+        writes.push((table_at + at + 4, version.to_le_bytes().to_vec()));
         at += word(at + 12) as usize;
     }
-    let changed = writes.iter().filter(|(_, b)| b.len() > 2).count();
     drop(elf);
     for (offset, new) in writes {
         data[offset..offset + new.len()].copy_from_slice(&new);
@@ -283,6 +287,25 @@ fn as_written_before_version_3(exe: &Path, to: &Path) -> usize {
     std::fs::write(to, &data).unwrap();
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
     changed
+}
+
+/// A site table of a version this runtime does not know (a newer bootprof-link wrote it) is
+/// ignored with a note that names the version, and the program runs with nothing enabled.
+#[test]
+fn a_site_table_of_an_unknown_version_is_ignored_with_its_reason() {
+    let w = Work::new("future-table");
+    let exe = w.build("early", &["early.c"], &[], &[]);
+    let future = exe.with_file_name("early-future");
+    let version = bootprof_format::VERSION + 1;
+    assert_eq!(with_table_version(&exe, &future, version, Nops::Mov), 0);
+    let o = run(&future, &[], &[("BOOTPROF_ENABLE", "boot:*")]);
+    assert!(ok(&o).contains("constructor: 0"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("bootprof: ignoring the site table at 0x")
+            && stderr.contains(&format!("has unknown version {version}")),
+        "{stderr}"
+    );
 }
 
 #[test]
