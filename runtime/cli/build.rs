@@ -63,14 +63,14 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=BOOTPROF_RUNTIME_RUSTFLAGS");
 
-    // The two builds at once: each is mostly one crate compiled by one thread.
+    // The builds at once: each is mostly one crate compiled by one thread.
     let objects = std::thread::scope(|s| {
-        let built = [&EXECUTABLE, &SHARED_OBJECT].map(|flavor| {
+        let built = FLAVORS.map(|flavor| {
             let out = &out;
             s.spawn(move || {
                 let archive = build_staticlib(runtime, out, flavor);
                 let object = out.join(flavor.object);
-                prelink::prelink(&archive, &object, REGISTER_SYMBOL).unwrap_or_else(|e| {
+                prelink::prelink(&archive, &object, flavor.required).unwrap_or_else(|e| {
                     fail(&format!("prelinking the runtime ({}): {e}", flavor.object))
                 });
                 object
@@ -81,14 +81,15 @@ fn main() {
                 .unwrap_or_else(|_| fail("a runtime build thread panicked"))
         })
     });
+    let library = out.join(LIBRARY_FILE);
+    link_library(&objects[FLAVORS.len() - 1], &library, &out);
     let header_copy = out.join("bootprof.h");
     copy(&header, &header_copy);
 
     let mut contents = Vec::new();
-    for object in &objects {
-        contents.extend(read(object));
+    for file in objects.iter().chain([&library, &header_copy]) {
+        contents.extend(read(file));
     }
-    contents.extend(read(&header_copy));
     println!(
         "cargo:rustc-env=BOOTPROF_RUNTIME_ID={}-{:016x}",
         var("CARGO_PKG_VERSION"),
@@ -96,10 +97,52 @@ fn main() {
     );
 }
 
-/// One of the two runtimes `bootprof-link` carries: how it is built, where it goes.
+/// The runtime library's file name (in `OUT_DIR`, and in bootprof-link's cache).
+const LIBRARY_FILE: &str = "libbootprof.so";
+
+/// The runtimes `bootprof-link` carries, the runtime library's object last.
+const FLAVORS: [&Flavor; 5] = [&EXECUTABLE, &SHARED_OBJECT, &LEAN, &LEAN_SHARED, &LIBRARY];
+
+/// Links the runtime library, `libbootprof.so`, from its prelinked `object` into `library`: it
+/// exports one symbol, the table of its entry points the lean runtime looks up, and its
+/// wrappers call the C library's real functions (`--wrap`, as in a program's link); loaded, it
+/// stays (`-z nodelete`: sites point into it).
+fn link_library(object: &Path, library: &Path, out: &Path) {
+    let script = out.join("libbootprof.map");
+    std::fs::write(&script, "{ global: bootprof_library; local: *; };\n")
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", script.display())));
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let mut link = Command::new(cc);
+    link.args(["-shared", "-o"])
+        .arg(library)
+        .arg(object)
+        .arg(format!("-Wl,--version-script={}", script.display()))
+        .args([
+            "-Wl,-soname,libbootprof.so",
+            "-Wl,-z,nodelete",
+            "-Wl,--as-needed",
+        ])
+        .args(WRAPPED.map(|name| format!("-Wl,--wrap={name}")));
+    prelink::run(&mut link).unwrap_or_else(|e| fail(&format!("linking the runtime library: {e}")));
+}
+
+/// The functions whose calls bootprof-link sends to the runtime's wrappers (the rewriter's
+/// `runtime_lib::WRAPPED`): in the library, `__real_NAME` is the C library's.
+const WRAPPED: [&str; 6] = [
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "__longjmp_chk",
+    "backtrace",
+    "_Unwind_Backtrace",
+];
+
+/// One of the runtimes `bootprof-link` carries: how it is built, where it goes.
 struct Flavor {
     /// The prelinked object's file name in `OUT_DIR` (what bootprof-link.rs includes).
     object: &'static str,
+    /// The symbol the object must define.
+    required: &'static str,
     /// The nested build's target directory under `OUT_DIR`.
     target_dir: &'static str,
     /// The `runtime/c` features of the build.
@@ -119,6 +162,7 @@ struct Flavor {
 /// file name in every program's read-only data.
 const EXECUTABLE: Flavor = Flavor {
     object: "bootprof_runtime.o",
+    required: REGISTER_SYMBOL,
     target_dir: "runtime-target",
     features: "standalone",
     rustflags: "-Ztls-model=initial-exec -Zplt=yes -Zlocation-detail=none",
@@ -131,8 +175,40 @@ const EXECUTABLE: Flavor = Flavor {
 /// a process serves.
 const SHARED_OBJECT: Flavor = Flavor {
     object: "bootprof_runtime_shared.o",
+    required: REGISTER_SYMBOL,
     target_dir: "runtime-target-shared",
     features: "standalone,shared-object",
+    rustflags: "-Zplt=yes -Zlocation-detail=none",
+};
+
+/// The lean runtime linked into executables that use no more than their sites: what
+/// [`EXECUTABLE`] is built with, less the whole runtime (feature `lean`); it has no
+/// thread-locals.
+const LEAN: Flavor = Flavor {
+    object: "bootprof_lean.o",
+    required: REGISTER_SYMBOL,
+    target_dir: "runtime-target-lean",
+    features: "standalone,lean",
+    rustflags: "-Zplt=yes -Zlocation-detail=none",
+};
+
+/// The lean runtime linked into shared objects: with the rule for which copy serves.
+const LEAN_SHARED: Flavor = Flavor {
+    object: "bootprof_lean_shared.o",
+    required: REGISTER_SYMBOL,
+    target_dir: "runtime-target-lean-shared",
+    features: "standalone,lean,shared-object",
+    rustflags: "-Zplt=yes -Zlocation-detail=none",
+};
+
+/// The runtime library the lean runtime loads (`libbootprof.so`, linked from this object by
+/// [`link_library`]): the whole runtime, its thread-locals general-dynamic (a library loaded by
+/// `dlopen`).
+const LIBRARY: Flavor = Flavor {
+    object: "bootprof_library.o",
+    required: "bootprof_library",
+    target_dir: "runtime-target-library",
+    features: "standalone,library",
     rustflags: "-Zplt=yes -Zlocation-detail=none",
 };
 

@@ -11,11 +11,13 @@
 //! (`SO_PEERCRED`) are checked once connected. A program in secure-execution mode (setuid,
 //! setgid, file capabilities) never listens, nor one started with `BOOTPROF_ATTACH=0`.
 
+#[cfg(not(feature = "library"))]
+use crate::knock;
 use crate::note::note;
 use crate::prelude::*;
 use crate::registry::{self, Mode, SiteRec};
 use crate::sys::{self, display, Fd};
-use crate::{knock, recorder, site};
+use crate::{recorder, site};
 use alloc::sync::Arc;
 use bootprof_format::attach::{self as proto, SiteLine};
 use bootprof_format::lane::Keep;
@@ -28,37 +30,26 @@ static COUNTING: AtomicUsize = AtomicUsize::new(0);
 /// How long the listener waits for the client that knocked to connect.
 const CONNECT_WAIT_MS: i32 = 10_000;
 
-/// Installs the knock's handler, unless attaching is off: `BOOTPROF_ATTACH=0`, or the process
-/// runs in secure-execution mode. `BOOTPROF_ATTACH_SIGNAL` chooses the signal. Once, at the
-/// first registration.
-/// `asked`: whether any `BOOTPROF_` variable is set (if none is, neither of attaching's is).
+/// Installs the knock's handler, which starts [`listener`] (see `knock::init_from_environment`).
+#[cfg(not(feature = "library"))]
 pub(crate) fn init_from_environment(asked: bool) {
-    static ONCE: crate::sys::Once = crate::sys::Once::new();
-    ONCE.call_once(|| {
-        if asked && sys::var_is(proto::ENV_ATTACH, "0") {
-            return;
-        }
-        if sys::auxv(libc::AT_SECURE) != 0 {
-            return;
-        }
-        let signal = match sys::var(proto::ENV_SIGNAL).filter(|_| asked) {
-            Some(name) if !name.is_empty() => proto::signal_number(name).unwrap_or_else(|| {
-                note(&format!(
-                    "{}={name} is not a signal attaching may use (URG, WINCH, USR1, USR2, \
-                     RTMIN+N); using URG",
-                    proto::ENV_SIGNAL
-                ));
-                proto::DEFAULT_SIGNAL
-            }),
-            _ => proto::DEFAULT_SIGNAL,
-        };
-        knock::install(signal, listener);
-    });
+    knock::init_from_environment(asked, listener);
 }
 
 /// The listener thread: serves one client, then ends (the next knock starts another).
+#[cfg(not(feature = "library"))]
+pub(crate) extern "C" fn listener(arg: *mut libc::c_void) -> *mut libc::c_void {
+    serve_knock(arg);
+    knock::listener_done();
+    core::ptr::null_mut()
+}
+
+/// The listener thread's work, on the thread the knock started: serves the client that knocked
+/// (and any that come while one is connected). The knock's handler, and whether a listener
+/// runs, are the serving copy's (`knock`): in the runtime library, the lean runtime's, which
+/// calls this through the library's table and ends the listening itself.
 #[cfg_attr(not(feature = "std"), optimize(size))]
-pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
+pub(crate) extern "C" fn serve_knock(_: *mut libc::c_void) -> *mut libc::c_void {
     // The program's signals are for the program's threads.
     // SAFETY: a full set we own; blocks signals of this thread only.
     unsafe {
@@ -79,7 +70,6 @@ pub(crate) extern "C" fn listener(_: *mut libc::c_void) -> *mut libc::c_void {
     if let Err(e) = serve() {
         note(&format!("attach: {e}"));
     }
-    knock::listener_done();
     core::ptr::null_mut()
 }
 

@@ -79,6 +79,8 @@ pub unsafe extern "C" fn bootprof_register(start: *const u8, stop: *const u8, pt
     if asked {
         crate::api::apply_environment();
     }
+    // The runtime library's knock is the lean runtime's, which loaded it.
+    #[cfg(not(feature = "library"))]
     crate::attach::init_from_environment(asked);
 }
 
@@ -363,4 +365,28 @@ pub extern "C" fn bootprof_print_points(fd: c_int) {
     let table = crate::recorder::points_table();
     // SAFETY: write(2) with our own buffer.
     unsafe { libc::write(fd, table.as_ptr().cast(), table.len()) };
+}
+
+/// What the runtime library (this crate built with the feature `library`, `libbootprof.so`)
+/// exports for the lean runtime that loads it (`lean`).
+#[cfg(feature = "library")]
+mod library {
+    use crate::serving::{Library, ENTRIES, HANDED_ON, LIBRARY_VERSION};
+
+    /// [`Library::start`].
+    extern "C" fn start(exit_object: *mut core::ffi::c_void) {
+        crate::sys::set_exit_object(exit_object);
+    }
+
+    /// What the lean runtime that loads this library finds under `serving::LIBRARY_SYMBOL` (the
+    /// only symbol the library exports).
+    #[no_mangle]
+    #[used]
+    static bootprof_library: Library = Library {
+        version: LIBRARY_VERSION,
+        count: HANDED_ON.len() as u32,
+        entries: &ENTRIES,
+        start,
+        listen: crate::attach::serve_knock,
+    };
 }

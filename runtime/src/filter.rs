@@ -184,11 +184,9 @@ fn read_environment() {
             ));
         }
     }
-    // SAFETY: registers handlers with no preconditions.
-    unsafe {
-        libc::pthread_atfork(None, None, Some(child));
-        libc::atexit(say_left_out);
-    }
+    // SAFETY: registers a handler with no preconditions.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    crate::sys::at_exit(say_left_out);
 }
 
 /// Writes the filter's settings into the lane's header, if there is a lane.

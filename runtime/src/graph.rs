@@ -93,10 +93,7 @@ pub(crate) fn on() -> bool {
 pub fn set(on: bool) {
     if on {
         static ONCE: crate::sys::Once = crate::sys::Once::new();
-        // SAFETY: registers a function with no preconditions.
-        ONCE.call_once(|| unsafe {
-            libc::atexit(say_too_deep);
-        });
+        ONCE.call_once(|| crate::sys::at_exit(say_too_deep));
     }
     site::set_hit_path(site::GRAPH, on);
 }
@@ -342,23 +339,11 @@ unsafe fn jmp_buf_sp(env: *const u64) -> u64 {
     unsafe { env.add(6).read() }.rotate_right(17) ^ guard
 }
 
-extern "C" {
-    /// The real `longjmp`, `_longjmp`, `siglongjmp` and `__longjmp_chk` (`__real_NAME` under
-    /// `-Wl,--wrap`, which is the only way the wrappers below are reached): thunks that jump
-    /// through the program's PLT, so that the dynamic loader binds each when it is first used,
-    /// not at start-up.
-    fn bootprof_real_longjmp(env: *mut u64, val: c_int) -> !;
-    fn bootprof_real__longjmp(env: *mut u64, val: c_int) -> !;
-    fn bootprof_real_siglongjmp(env: *mut u64, val: c_int) -> !;
-    fn bootprof_real___longjmp_chk(env: *mut u64, val: c_int) -> !;
-    /// The real `backtrace`, the same way.
-    fn bootprof_real_backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
-    /// `__real__Unwind_Backtrace` (weak: 0 when nothing pulled an unwinder into the link).
-    #[link_name = "bootprof_graph_real_unwind_backtrace"]
-    static REAL_UNWIND_BACKTRACE: usize;
-}
-
-type Jump = unsafe extern "C" fn(*mut u64, c_int) -> !;
+use crate::wrapped::{
+    bootprof_real___longjmp_chk, bootprof_real__longjmp, bootprof_real_backtrace,
+    bootprof_real_longjmp, bootprof_real_siglongjmp, Jump, UnwindBacktrace, END_OF_STACK,
+    REAL_UNWIND_BACKTRACE,
+};
 
 /// Drops the shadow stack down to `env`'s frame, then jumps with the real function `real`.
 ///
@@ -459,9 +444,6 @@ pub unsafe extern "C" fn __wrap_backtrace(buffer: *mut *mut c_void, size: c_int)
 #[no_mangle]
 pub unsafe extern "C" fn __wrap__Unwind_Backtrace(trace: *mut c_void, arg: *mut c_void) -> c_int {
     crate::serving::hand_on!(counterpart_if_decided, __wrap__Unwind_Backtrace(trace, arg));
-    type UnwindBacktrace = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
-    /// `_URC_END_OF_STACK`.
-    const END_OF_STACK: c_int = 5;
     // SAFETY: the data is the linker's.
     let f = unsafe { REAL_UNWIND_BACKTRACE };
     if f == 0 {
@@ -606,38 +588,9 @@ core::arch::global_asm!(
     "bootprof_graph_personality_ref:",
     "    .quad bootprof_graph_personality",
     ".popsection",
-    // The real functions the wrappers call (weak: absent without `-Wl,--wrap`, when no wrapper
-    // is reached either), through the PLT: bound at first use.
-    ".pushsection .text.bootprof_graph_real,\"ax\",@progbits",
-    ".globl bootprof_real_longjmp",
-    ".hidden bootprof_real_longjmp",
-    "bootprof_real_longjmp: jmp __real_longjmp@PLT",
-    ".globl bootprof_real__longjmp",
-    ".hidden bootprof_real__longjmp",
-    "bootprof_real__longjmp: jmp __real__longjmp@PLT",
-    ".globl bootprof_real_siglongjmp",
-    ".hidden bootprof_real_siglongjmp",
-    "bootprof_real_siglongjmp: jmp __real_siglongjmp@PLT",
-    ".globl bootprof_real___longjmp_chk",
-    ".hidden bootprof_real___longjmp_chk",
-    "bootprof_real___longjmp_chk: jmp __real___longjmp_chk@PLT",
-    ".globl bootprof_real_backtrace",
-    ".hidden bootprof_real_backtrace",
-    "bootprof_real_backtrace: jmp __real_backtrace@PLT",
-    ".weak __real_longjmp",
-    ".weak __real__longjmp",
-    ".weak __real_siglongjmp",
-    ".weak __real___longjmp_chk",
-    ".weak __real_backtrace",
-    ".popsection",
     // The unwinder's functions, by address (weak: a program without an unwinder has none).
     ".pushsection .data.rel.ro.bootprof_graph_real,\"aw\",@progbits",
     ".p2align 3",
-    ".globl bootprof_graph_real_unwind_backtrace",
-    ".hidden bootprof_graph_real_unwind_backtrace",
-    "bootprof_graph_real_unwind_backtrace:",
-    "    .quad __real__Unwind_Backtrace",
-    ".weak __real__Unwind_Backtrace",
     ".globl bootprof_unwind_get_cfa",
     ".hidden bootprof_unwind_get_cfa",
     "bootprof_unwind_get_cfa:",

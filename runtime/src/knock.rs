@@ -87,8 +87,39 @@ const PARKED_SYSCALLS: [i64; 18] = [
     libc::SYS_flock,
 ];
 
+/// Installs the knock's handler, which starts `entry` on a knock, unless attaching is off:
+/// `BOOTPROF_ATTACH=0`, or the process runs in secure-execution mode. `BOOTPROF_ATTACH_SIGNAL`
+/// chooses the signal. Once, at the first registration of the copy of the runtime that serves.
+/// `asked`: whether any `BOOTPROF_` variable is set (if none is, neither of attaching's is).
+pub(crate) fn init_from_environment(asked: bool, entry: Entry) {
+    use bootprof_format::attach as proto;
+    static ONCE: crate::sys::Once = crate::sys::Once::new();
+    ONCE.call_once(|| {
+        if asked && crate::sys::var_is(proto::ENV_ATTACH, "0") {
+            return;
+        }
+        if crate::sys::auxv(libc::AT_SECURE) != 0 {
+            return;
+        }
+        let signal = match crate::sys::var(proto::ENV_SIGNAL).filter(|_| asked) {
+            Some(name) if !name.is_empty() => proto::signal_number(name).unwrap_or_else(|| {
+                crate::note::note_parts(&[
+                    proto::ENV_SIGNAL,
+                    "=",
+                    name,
+                    " is not a signal attaching may use (URG, WINCH, USR1, USR2, RTMIN+N); \
+                     using URG",
+                ]);
+                proto::DEFAULT_SIGNAL
+            }),
+            _ => proto::DEFAULT_SIGNAL,
+        };
+        install(signal, entry);
+    });
+}
+
 /// Installs the handler of `signal`, which starts `entry` on a knock. Once.
-pub(crate) fn install(signal: libc::c_int, entry: Entry) {
+fn install(signal: libc::c_int, entry: Entry) {
     // From the auxiliary vector (what geteuid and getauxval say before `main`): the effective
     // user, and whether a dynamic loader runs the program.
     let euid = crate::sys::auxv(libc::AT_EUID) as u32;
@@ -132,6 +163,28 @@ pub(crate) fn install(signal: libc::c_int, entry: Entry) {
         fill(&mut sa.sa_mask);
         crate::syscall::sigaction(signal, &sa, core::ptr::null_mut());
     }
+}
+
+/// The runtime library the client that knocked offers, when the knock file of this process
+/// names one (`bootprof_format::attach::is_offered_library`): its path, in the user's private
+/// directory beside the knock file. For the lean runtime's listener, before it loads the
+/// library.
+#[cfg(feature = "lean")]
+pub(crate) fn offered_library() -> Option<alloc::vec::Vec<u8>> {
+    let k = KNOCK.get()?;
+    let mut path = k.prefix[..k.prefix_len].to_vec();
+    let mut digits = [0u8; 10];
+    // SAFETY: getpid has no preconditions.
+    let n = crate::note::put_decimal(&mut digits, unsafe { libc::getpid() } as u32);
+    path.extend_from_slice(&digits[..n]);
+    let named = crate::sys::read(&path).ok()?;
+    let name = named.trim_ascii();
+    if !bootprof_format::attach::is_offered_library(name) {
+        return None;
+    }
+    path.truncate(k.prefix_len - bootprof_format::attach::KNOCK_PREFIX.len());
+    path.extend_from_slice(name);
+    Some(path)
 }
 
 /// Called by the listener thread as it ends: the next knock starts another.

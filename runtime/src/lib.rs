@@ -35,6 +35,12 @@
 // Code that runs once or rarely (reading settings, writing reports and traces, attaching) is built
 // for size in the C build: every program carries it. The hit path is built for speed.
 #![cfg_attr(not(feature = "std"), feature(optimize_attribute))]
+// The lean runtime uses a few functions of the modules it shares with the whole runtime.
+#![cfg_attr(feature = "lean", allow(dead_code, unused_imports, unused_macros))]
+#[cfg(all(feature = "lean", feature = "std"))]
+compile_error!("the lean runtime (feature `lean`) is built without the standard library");
+#[cfg(all(feature = "lean", feature = "library"))]
+compile_error!("the lean runtime loads the runtime library (feature `library`); it is not one");
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -51,40 +57,75 @@ mod prelude {
     pub(crate) use alloc::vec::Vec;
 }
 
+// The lean runtime (feature `lean`) is the few modules every copy has, below `site`: which
+// copy serves, the knock, the environment, and `lean`, which keeps the tables and loads the
+// runtime library. Everything else is the whole runtime's.
+#[cfg(not(feature = "lean"))]
 mod api;
+#[cfg(not(feature = "lean"))]
 mod attach;
+#[cfg(not(feature = "lean"))]
 mod buffer;
+#[cfg(not(feature = "lean"))]
 pub mod capi;
 mod clock;
+#[cfg(not(feature = "lean"))]
 mod counts;
+#[cfg(not(feature = "lean"))]
 pub mod dispatch;
+#[cfg(not(feature = "lean"))]
 mod filter;
+#[cfg(not(feature = "lean"))]
 pub mod graph;
+// The runtime library's knock is the lean runtime's, which loaded it.
+#[cfg(not(feature = "library"))]
 mod knock;
+#[cfg(not(feature = "lean"))]
 pub(crate) mod latency;
+#[cfg(feature = "lean")]
+pub mod lean;
+// The lean runtime's entry points are all in `lean`: `serving`'s table names them there.
+#[cfg(feature = "lean")]
+use lean as capi;
+#[cfg(feature = "lean")]
+use lean as graph;
+#[cfg(not(feature = "lean"))]
 mod macros;
 mod note;
 pub use bootprof_format::pattern;
+#[cfg(not(feature = "lean"))]
 pub mod recorder;
+#[cfg(not(feature = "lean"))]
 pub mod registry;
 #[cfg_attr(not(feature = "shared-object"), allow(dead_code))]
 mod serving;
 mod sigchain;
+#[cfg(not(feature = "lean"))]
 mod site;
 mod sys;
 mod syscall;
+#[cfg(not(feature = "lean"))]
 pub mod text;
+#[cfg(not(feature = "lean"))]
 mod thread;
+#[cfg(not(feature = "lean"))]
 pub mod trap;
+#[cfg(not(feature = "lean"))]
 mod unwind;
+#[cfg(any(feature = "lean", test))]
+mod vars;
+mod wrapped;
 
 #[cfg(feature = "std")]
 pub use api::dump;
+#[cfg(not(feature = "lean"))]
 pub use api::{
     add_handler, add_handler_fn, check, clear_notrace, disable, enable, enable_with, hits, notrace,
     record, remove_handler, set_graph, sites, stacktrace, HandlerId, SiteInfo,
 };
 pub use bootprof_format as format;
+#[cfg(not(feature = "lean"))]
 pub use dispatch::{HandlerFn, Hit};
 pub use pattern::{Pattern, PatternError};
+#[cfg(not(feature = "lean"))]
 pub use registry::{Error, Mode};

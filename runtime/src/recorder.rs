@@ -1099,8 +1099,7 @@ pub(crate) fn init_from_environment() {
                 open(configured_capacity(), configured_keep());
             }
             if !buffer::in_session() {
-                // SAFETY: registers a function with no preconditions.
-                unsafe { libc::atexit(counts::print_at_exit) };
+                sys::at_exit(counts::print_at_exit);
             }
         }
         if record || points {
@@ -1127,19 +1126,17 @@ pub(crate) fn init_from_environment() {
                     Err(e) => note(&format!("cannot write {}: {e}", sys::display(&path))),
                 }
             }
-            // SAFETY: registers a function with no preconditions.
-            unsafe { libc::atexit(at_exit) };
+            sys::at_exit(at_exit);
         }
         if sys::is_set("BOOTPROF_STATS") {
-            // SAFETY: registers a function with no preconditions.
-            unsafe { libc::atexit(append_stats) };
+            sys::at_exit(append_stats);
         }
         extern "C" fn mark_exiting() {
             EXITING.store(true, Ordering::Relaxed);
         }
-        // SAFETY: registers a function with no preconditions. Registered after the dump handler,
-        // so it runs before it (exit handlers run in reverse order) and before any destructor.
-        unsafe { libc::atexit(mark_exiting) };
+        // Registered after the dump handler, so it runs before it (exit handlers run in reverse
+        // order) and before any destructor.
+        sys::at_exit(mark_exiting);
         if let Some(sig) = sys::var("BOOTPROF_DUMP_SIGNAL") {
             match signal_number(sig) {
                 Some(n) => dump_on_signal(n),

@@ -41,10 +41,10 @@ use core::ffi::{c_char, c_void, CStr};
 /// them), and this copy's own, in the same order ([`ENTRIES`], which the note names).
 macro_rules! entry_points {
     ($($module:ident::$name:ident),* $(,)?) => {
-        const HANDED_ON: [&CStr; [$(stringify!($name)),*].len()] =
+        pub(crate) const HANDED_ON: [&CStr; [$(stringify!($name)),*].len()] =
             [$(c_name(concat!(stringify!($name), "\0"))),*];
         /// This copy's entry points, in [`HANDED_ON`]'s order.
-        static ENTRIES: Entries = Entries([$(crate::$module::$name as *const ()),*]);
+        pub(crate) static ENTRIES: Entries = Entries([$(crate::$module::$name as *const ()),*]);
     };
 }
 
@@ -86,9 +86,18 @@ const fn c_name(name: &'static str) -> &'static CStr {
 }
 
 /// This copy's entry points, for a shared object's copy to hand its calls on to when this copy
-/// is the executable's (found through [`NOTE_NAME`]'s note, not through exported symbols).
+/// is the executable's (found through [`NOTE_NAME`]'s note, not through exported symbols), and
+/// for the lean runtime when this copy is the runtime library.
 #[repr(C)]
-struct Entries([*const (); HANDED_ON.len()]);
+pub(crate) struct Entries(pub [*const (); HANDED_ON.len()]);
+
+#[cfg(any(feature = "lean", feature = "library"))]
+impl Entries {
+    /// The entry point `name` (one of [`HANDED_ON`]), if this table has it (not 0).
+    pub(crate) fn get(&self, name: &str) -> Option<usize> {
+        Some(self.0[position(name)?] as usize).filter(|&f| f != 0)
+    }
+}
 
 // SAFETY: addresses of functions, never written.
 unsafe impl Sync for Entries {}
@@ -170,11 +179,45 @@ pub(crate) fn counterpart_if_decided(name: &str) -> Option<usize> {
 }
 
 fn lookup(elsewhere: &Elsewhere, name: &str) -> Option<usize> {
-    let i = HANDED_ON
-        .iter()
-        .position(|n| n.to_bytes() == name.as_bytes())?;
-    Some(elsewhere.0[i]).filter(|&f| f != 0)
+    Some(elsewhere.0[position(name)?]).filter(|&f| f != 0)
 }
+
+/// The place of the entry point `name` in [`HANDED_ON`].
+fn position(name: &str) -> Option<usize> {
+    HANDED_ON
+        .iter()
+        .position(|n| n.to_bytes() == name.as_bytes())
+}
+
+/// The version of [`Library`]'s layout and of [`HANDED_ON`]'s list: the lean runtime loads only a
+/// runtime library of its own version (a program linked by another `bootprof-link` may meet
+/// another `bootprof`'s library through `BOOTPROF_LIBRARY`).
+#[cfg(any(feature = "lean", feature = "library"))]
+pub(crate) const LIBRARY_VERSION: u32 = 1;
+
+/// What the runtime library (`libbootprof.so`, the runtime built with the feature `library`)
+/// hands the lean runtime that loads it, under the exported name [`LIBRARY_SYMBOL`]: its entry
+/// points, in [`HANDED_ON`]'s order, and the attach listener's work (`attach::serve_knock`), which
+/// the lean runtime's knock starts.
+#[cfg(any(feature = "lean", feature = "library"))]
+#[repr(C)]
+pub(crate) struct Library {
+    /// [`LIBRARY_VERSION`].
+    pub version: u32,
+    /// The number of entry points, `HANDED_ON.len()`.
+    pub count: u32,
+    /// The library's entry points.
+    pub entries: &'static Entries,
+    /// Called once, before anything else: the `__dso_handle` of the object that carries the lean
+    /// runtime, whose finalization runs the library's exit handlers (`sys::at_exit`).
+    pub start: extern "C" fn(*mut c_void),
+    /// Serves the client that knocked, on the listener thread.
+    pub listen: extern "C" fn(*mut c_void) -> *mut c_void,
+}
+
+/// The runtime library's one exported symbol, a [`Library`].
+#[cfg(any(feature = "lean", feature = "library"))]
+pub(crate) const LIBRARY_SYMBOL: &CStr = c"bootprof_library";
 
 /// A byte of this copy's own, for `dladdr` to name its object (not an entry point: its address
 /// is this copy's, never another's).

@@ -71,8 +71,10 @@ fn check(r: libc::c_int) -> Result<libc::c_int> {
 /// changes with `setenv` later is not seen there. A shared library's constructor may call the
 /// runtime before the executable's run (its sites registering with the executable's runtime):
 /// then the environment and the vector are read from `/proc/self`, which has them as the
-/// process started too.
-#[cfg(all(not(feature = "std"), not(feature = "shared-object")))]
+/// process started too. The lean runtime in an executable does the same; shared objects' copies
+/// and the runtime library (loaded by `dlopen`, maybe after a `setenv` moved the environment)
+/// read the C library's.
+#[cfg(not(any(feature = "std", feature = "shared-object", feature = "library")))]
 mod start {
     use alloc::vec::Vec;
     use core::sync::atomic::{AtomicPtr, Ordering};
@@ -182,7 +184,7 @@ mod start {
 }
 
 /// See [`start`]: the C library's environment, and `getauxval`.
-#[cfg(any(feature = "std", feature = "shared-object"))]
+#[cfg(any(feature = "std", feature = "shared-object", feature = "library"))]
 mod start {
     use libc::c_char;
 
@@ -610,6 +612,51 @@ pub fn sleep_ns(ns: u64) {
     while unsafe { libc::nanosleep(&left, &mut left) } != 0 && Errno::last().0 == libc::EINTR {}
 }
 
+/// Runs `f` when the process exits (`atexit`), with the finalization of the object that carries
+/// this copy of the runtime: before that object's destructors, which unregister its sites. In
+/// the runtime library, the object is the one carrying the lean runtime that loaded it
+/// ([`set_exit_object`]), not the library: a library loaded while a shared library's
+/// constructor ran (its sites registering first) is finalized after every object it serves,
+/// whose destructors would have taken their sites away before the counts are printed and the
+/// trace written.
+pub fn at_exit(f: extern "C" fn()) {
+    #[cfg(feature = "library")]
+    {
+        extern "C" {
+            fn __cxa_atexit(
+                f: extern "C" fn(*mut libc::c_void),
+                arg: *mut libc::c_void,
+                dso: *mut libc::c_void,
+            ) -> libc::c_int;
+        }
+        extern "C" fn call(f: *mut libc::c_void) {
+            // SAFETY: the function at_exit was given, passed as its argument.
+            let f: extern "C" fn() = unsafe { core::mem::transmute(f) };
+            f();
+        }
+        let dso = EXIT_OBJECT.load(Ordering::Acquire);
+        // SAFETY: registers `call` with `f` for the exit of the object `dso` names.
+        unsafe { __cxa_atexit(call, f as *mut libc::c_void, dso) };
+    }
+    #[cfg(not(feature = "library"))]
+    // SAFETY: registers a function with no preconditions.
+    unsafe {
+        libc::atexit(f);
+    }
+}
+
+/// The object whose finalization runs the runtime library's exit handlers: what the lean runtime
+/// that loaded it passes (its object's `__dso_handle`).
+#[cfg(feature = "library")]
+static EXIT_OBJECT: core::sync::atomic::AtomicPtr<libc::c_void> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// See [`at_exit`]: called by the lean runtime before it hands the library anything.
+#[cfg(feature = "library")]
+pub fn set_exit_object(dso: *mut libc::c_void) {
+    EXIT_OBJECT.store(dso, Ordering::Release);
+}
+
 /// A mutual-exclusion lock, usable in a `static`: a flag taken with one atomic exchange (no call
 /// into the C library, so a program that never contends pays nothing at start-up to bind one),
 /// and a waiter yields the processor until it is free. The runtime's locks are held briefly,
@@ -748,6 +795,7 @@ impl<T> OnceLock<T> {
     }
 
     /// Sets the value if it is not there yet; else hands `value` back.
+    #[cfg_attr(feature = "library", allow(dead_code))]
     pub fn set(&self, value: T) -> core::result::Result<(), T> {
         let mut value = Some(value);
         // SAFETY: as in get_or_init.

@@ -12,7 +12,10 @@
 
 // The C API and the entry points every linked site table calls are the runtime crate's
 // `#[no_mangle]` functions; naming the crate links them in.
+#[cfg(not(feature = "lean"))]
 pub use bootprof_runtime::capi;
+#[cfg(feature = "lean")]
+pub use bootprof_runtime::lean;
 
 #[cfg(feature = "standalone")]
 mod standalone {
@@ -68,6 +71,7 @@ mod standalone {
     /// A panic is a bug in the runtime: its message goes to stderr, then the process aborts (as a
     /// Rust program built with `panic = "abort"` does).
     #[panic_handler]
+    #[cfg(not(feature = "lean"))]
     fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
         let mut line = Line {
             buf: [0; 512],
@@ -84,12 +88,28 @@ mod standalone {
         }
     }
 
+    /// The lean runtime's: without `core::fmt`, which it leaves out, so the message only when
+    /// it is a plain one.
+    #[panic_handler]
+    #[cfg(feature = "lean")]
+    fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+        let message = info.message().as_str().unwrap_or("(a formatted message)");
+        for part in ["bootprof: the runtime panicked: ", message, "\n"] {
+            // SAFETY: write(2) of a string; then abort: both async-signal-safe.
+            unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
+        }
+        // SAFETY: as above.
+        unsafe { libc::abort() }
+    }
+
     /// A message built without allocating (the allocator may be what failed), cut at 512 bytes.
+    #[cfg(not(feature = "lean"))]
     struct Line {
         buf: [u8; 512],
         len: usize,
     }
 
+    #[cfg(not(feature = "lean"))]
     impl core::fmt::Write for Line {
         fn write_str(&mut self, s: &str) -> core::fmt::Result {
             let n = s.len().min(self.buf.len() - self.len);

@@ -12,6 +12,12 @@
 //! the thread listens on the unix socket [`socket_file`] in the same directory, for one client,
 //! whose credentials it checks (`SO_PEERCRED`: the program's own user, or root).
 //!
+//! A program that carries the lean runtime loads the runtime library before it listens. The
+//! client offers its own: it puts a copy in the same directory and writes its file name (no
+//! `/`, [`is_offered_library`]) into the knock file, which the lean runtime tries after
+//! `BOOTPROF_LIBRARY` and before the library `bootprof-link` put beside it (which the process
+//! may not be able to read: another user's cache, another machine's).
+//!
 //! # The conversation
 //!
 //! Lines of UTF-8 text, each ending in `\n`. The client sends a request; the program answers
@@ -55,6 +61,14 @@ pub fn user_dir(uid: u32) -> String {
 /// The start of a knock file's name; the pid follows.
 pub const KNOCK_PREFIX: &str = "attach.";
 
+/// Whether `name`, the contents of a knock file, names a runtime library the client offers in
+/// [`user_dir`]: `libbootprof.ID.so`, a file name alone.
+pub fn is_offered_library(name: &[u8]) -> bool {
+    (name.starts_with(b"libbootprof.") && name.ends_with(b".so"))
+        && name.len() <= 255
+        && !name.contains(&b'/')
+}
+
 /// The knock file for the process `pid` (as the process itself sees its pid), in [`user_dir`].
 pub fn knock_file(pid: u32) -> String {
     format!("{KNOCK_PREFIX}{pid}")
@@ -70,7 +84,7 @@ pub fn socket_file(pid: u32) -> String {
 /// real-time signal (34 to 64). Stop and fatal signals may not: their default action could not
 /// be carried out for a signal that is not a knock without losing the handler.
 pub fn signal_number(name: &str) -> Option<i32> {
-    let name = name.trim();
+    let name = name.trim_ascii();
     if let Ok(n) = name.parse::<i32>() {
         return matches!(n, 10 | 12 | 23 | 28 | 34..=64).then_some(n);
     }
@@ -164,6 +178,25 @@ impl SiteLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_library_file_name_is_an_offered_library() {
+        assert!(is_offered_library(b"libbootprof.0.1.0-1a2b3c4d5e6f7a8b.so"));
+        for name in [
+            &b""[..],
+            b"libbootprof.so/../../etc/x.so",
+            b"/tmp/libbootprof.x.so",
+            b"libc.so",
+            b"libbootprof.x.so.tmp",
+        ] {
+            assert!(
+                !is_offered_library(name),
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+        }
+        assert!(!is_offered_library(&[b'l'; 300]));
+    }
 
     #[test]
     fn a_site_line_reads_back_as_written() {
