@@ -16,6 +16,8 @@ pub struct Options {
     pub partial_link: bool,
     /// Do not link the runtime.
     pub no_runtime: bool,
+    /// Link the whole runtime, not the lean runtime that loads the runtime library.
+    pub embed_runtime: bool,
     /// Keep the private directory of rewritten inputs.
     pub keep_temps: bool,
     /// Print one line of statistics to stderr.
@@ -243,6 +245,7 @@ pub fn parse(argv: Vec<String>, default_driver: &str, extra_flags: &str) -> Resu
             "--verbose" => options.verbose = true,
             "--partial-link" => options.partial_link = true,
             "--no-runtime" => options.no_runtime = true,
+            "--embed-runtime" => options.embed_runtime = true,
             "--keep-temps" => options.keep_temps = true,
             "--stats" => options.stats = true,
             _ => return false,

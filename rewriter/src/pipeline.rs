@@ -32,13 +32,19 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether or
     // not this link found hooks.
     args.retain(|a| a != "-pg");
+    let runtime = match !rewrites.referenced.is_empty() || rewrites.uses_runtime {
+        true => {
+            runtime_lib::runtime_args(&line, runtime, rewrites.uses_runtime, rewrites.walks_stacks)?
+        }
+        false => runtime_lib::RuntimeArgs::default(),
+    };
     if !rewrites.referenced.is_empty() {
         let symbols: Vec<_> = rewrites
             .referenced
             .iter()
             .map(|(n, k)| (n.clone(), *k))
             .collect();
-        let stubs = stubs::stub_object(&symbols)?;
+        let stubs = stubs::stub_object(&symbols, runtime.library.as_deref())?;
         args.push(write_private(dir.path(), "bootprof-stubs.o", &stubs)?);
         if !line.has_linker_script() {
             // The table's place and bounds; a program with its own script INCLUDEs the fragment.
@@ -47,14 +53,14 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
             args.push(format!("-L{}", dir.path().display()));
             args.push(format!("-Wl,-T,{script}"));
         }
+    } else if runtime.library.is_some() {
+        // The lean runtime without a stub object to name its library: not made (a lean runtime
+        // goes only to links with sites, whose probe symbols get stubs).
+        return Err(Error::Internal(
+            "the lean runtime was chosen for a link without stubs".into(),
+        ));
     }
-    if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
-        args.extend(runtime_lib::runtime_args(
-            &line,
-            runtime,
-            rewrites.walks_stacks,
-        )?);
-    }
+    args.extend(runtime.args);
     let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
     let (code, checked) = link::final_link(&line, args, &traced, dir.path())?;
     if line.options.stats {

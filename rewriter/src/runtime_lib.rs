@@ -23,16 +23,23 @@ use std::path::{Path, PathBuf};
 
 /// The runtime a `bootprof-link` executable carries, built into it (see `runtime/cli/build.rs`).
 pub struct Embedded {
-    /// The prelinked runtime object executables carry (initial-exec thread-locals).
+    /// The prelinked whole runtime executables carry (initial-exec thread-locals).
     pub object: &'static [u8],
-    /// The prelinked runtime object shared objects carry (general-dynamic thread-locals, which a
+    /// The prelinked whole runtime shared objects carry (general-dynamic thread-locals, which a
     /// library loaded by `dlopen` needs; and the rule for which copy serves).
     pub shared_object: &'static [u8],
+    /// The prelinked lean runtime executables carry: it keeps the site tables and loads the
+    /// runtime library when something asks for the runtime.
+    pub lean: &'static [u8],
+    /// The prelinked lean runtime shared objects carry.
+    pub lean_shared: &'static [u8],
+    /// The runtime library the lean runtime loads (`libbootprof.so`).
+    pub library: &'static [u8],
     /// `runtime/include/bootprof.h`.
     pub header: &'static [u8],
     /// The package version, for the pkg-config file.
     pub version: &'static str,
-    /// A name for `object` and `header` that changes with their contents: their directory in the
+    /// A name for the files above that changes with their contents: their directory in the
     /// cache.
     pub id: &'static str,
 }
@@ -46,12 +53,23 @@ pub enum Output {
     SharedObject,
 }
 
+/// Which runtime a link carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carried {
+    /// The whole runtime, linked in.
+    Whole,
+    /// The lean runtime, which loads the runtime library ([`LIBRARY`]) when asked.
+    Lean,
+}
+
 impl Output {
     /// The runtime object's file name in its cache directory.
-    fn object(self) -> &'static str {
-        match self {
-            Output::Executable => "bootprof_runtime.o",
-            Output::SharedObject => "bootprof_runtime_shared.o",
+    fn object(self, carried: Carried) -> &'static str {
+        match (self, carried) {
+            (Output::Executable, Carried::Whole) => "bootprof_runtime.o",
+            (Output::SharedObject, Carried::Whole) => "bootprof_runtime_shared.o",
+            (Output::Executable, Carried::Lean) => "bootprof_lean.o",
+            (Output::SharedObject, Carried::Lean) => "bootprof_lean_shared.o",
         }
     }
 }
@@ -59,15 +77,29 @@ impl Output {
 const INCLUDE: &str = "include";
 /// The pkg-config file's directory in the cache directory (what `PKG_CONFIG_PATH` names).
 const PKG_CONFIG: &str = "pkgconfig";
+/// The runtime library's file name in the cache directory.
+pub const LIBRARY: &str = "libbootprof.so";
 
 impl Embedded {
-    /// The cache directory holding the object, `include/bootprof.h` and
+    /// The cache directory holding the objects, the runtime library, `include/bootprof.h` and
     /// `pkgconfig/bootprof.pc`, unpacked now where missing.
     pub fn unpacked(&self) -> Result<PathBuf> {
         cache::unpack(self.id, |dir| {
             vec![
-                (Output::Executable.object(), self.object.into()),
-                (Output::SharedObject.object(), self.shared_object.into()),
+                (
+                    Output::Executable.object(Carried::Whole),
+                    self.object.into(),
+                ),
+                (
+                    Output::SharedObject.object(Carried::Whole),
+                    self.shared_object.into(),
+                ),
+                (Output::Executable.object(Carried::Lean), self.lean.into()),
+                (
+                    Output::SharedObject.object(Carried::Lean),
+                    self.lean_shared.into(),
+                ),
+                (LIBRARY, self.library.into()),
                 ("include/bootprof.h", self.header.into()),
                 (
                     "pkgconfig/bootprof.pc",
@@ -95,15 +127,15 @@ impl Embedded {
     }
 
     /// The runtime a link of `output` would use: `BOOTPROF_RUNTIME` when set (and not empty),
-    /// for either, else the one carried for `output`, unpacked.
-    pub fn object_to_link(&self, output: Output) -> Result<PathBuf> {
+    /// for either, and always whole; else the one carried for `output`, unpacked.
+    pub fn object_to_link(&self, output: Output, carried: Carried) -> Result<(PathBuf, Carried)> {
         match std::env::var_os("BOOTPROF_RUNTIME").filter(|p| !p.is_empty()) {
             Some(path) => {
                 let path = PathBuf::from(path);
                 if is_archive(&path) {
-                    Ok(prelinked(&path).unwrap_or(path))
+                    Ok((prelinked(&path).unwrap_or(path), Carried::Whole))
                 } else if path.is_file() {
-                    Ok(path)
+                    Ok((path, Carried::Whole))
                 } else {
                     Err(Error::Usage(format!(
                         "BOOTPROF_RUNTIME names {}, which is not a file: point it at a runtime \
@@ -113,9 +145,16 @@ impl Embedded {
                     )))
                 }
             }
-            None => Ok(self.unpacked()?.join(output.object())),
+            None => Ok((self.unpacked()?.join(output.object(carried)), carried)),
         }
     }
+}
+
+/// The runtime library `library` (the bytes of a `libbootprof.so` built with the runtime of
+/// cache name `id`), unpacked into the per-user cache where `bootprof-link` of the same build
+/// unpacks its: what `bootprof run` hands the programs it runs.
+pub fn unpacked_library(id: &str, library: &'static [u8]) -> Result<PathBuf> {
+    Ok(cache::unpack(id, |_| vec![(LIBRARY, library.into())])?.join(LIBRARY))
 }
 
 /// Whether `path` is an `ar` archive (by its magic).
@@ -154,6 +193,9 @@ pub enum Query {
     IncludeDir,
     /// `--print-pkg-config-dir`: the directory holding `bootprof.pc`, for `PKG_CONFIG_PATH`.
     PkgConfigDir,
+    /// `--print-library`: the runtime library the lean runtime of the programs this
+    /// `bootprof-link` links loads (`BOOTPROF_LIBRARY` names another).
+    Library,
 }
 
 impl Query {
@@ -164,6 +206,7 @@ impl Query {
             "--print-shared-runtime" => Some(Query::SharedRuntime),
             "--print-include-dir" => Some(Query::IncludeDir),
             "--print-pkg-config-dir" => Some(Query::PkgConfigDir),
+            "--print-library" => Some(Query::Library),
             _ => None,
         }
     }
@@ -171,10 +214,15 @@ impl Query {
     /// The answer for `runtime`, its files unpacked first.
     pub fn answer(self, runtime: &Embedded) -> Result<PathBuf> {
         match self {
-            Query::Runtime => runtime.object_to_link(Output::Executable),
-            Query::SharedRuntime => runtime.object_to_link(Output::SharedObject),
+            Query::Runtime => Ok(runtime
+                .object_to_link(Output::Executable, Carried::Whole)?
+                .0),
+            Query::SharedRuntime => Ok(runtime
+                .object_to_link(Output::SharedObject, Carried::Whole)?
+                .0),
             Query::IncludeDir => Ok(runtime.unpacked()?.join(INCLUDE)),
             Query::PkgConfigDir => Ok(runtime.unpacked()?.join(PKG_CONFIG)),
+            Query::Library => Ok(runtime.unpacked()?.join(LIBRARY)),
         }
     }
 }
@@ -195,55 +243,73 @@ pub const WRAPPED: [(&str, bool); 6] = [
     ("_Unwind_Backtrace", false),
 ];
 
+/// What links the runtime into a link's output.
+#[derive(Debug, Default)]
+pub struct RuntimeArgs {
+    /// The arguments to add to the link line (none: no runtime).
+    pub args: Vec<String>,
+    /// When the output carries the lean runtime: the runtime library it loads, whose path goes
+    /// into the stubs object (`stubs::LIBRARY_PATH_SYMBOL`).
+    pub library: Option<PathBuf>,
+}
+
 /// The arguments that link the runtime into `line`'s output, or none: with `--no-runtime`, and
 /// for partial links (`-r`, whose sites are rewritten by the final link). A link without the
 /// default libraries (`-nostdlib`, `-nodefaultlibs`) gets the runtime when it names the C
 /// library itself (which the runtime needs); one that does not is refused, since its table
 /// would have no runtime to enable it (`--no-runtime` asks for that). A shared object gets the runtime
 /// for shared objects, an executable the other. A Rust program that depends on the
-/// `bootprof-runtime` crate has the runtime already (its rlib, with the standard library); one
-/// that does not gets the runtime object as a C program does (its symbols local, so its `core`
-/// never meets the program's). `walks_stacks`: whether an input calls the unwinder's
-/// `_Unwind_Backtrace`, which is wrapped only then (lld would otherwise turn the runtime's weak
-/// reference to the real one into a strong one, and the program would need `libgcc_s`).
+/// `bootprof-runtime` crate has the runtime already (its rlib, with the standard library).
+///
+/// Which runtime: the lean one ([`Carried::Lean`]), which loads the runtime library when
+/// something asks for the runtime, unless the output must carry the whole runtime: with
+/// `--embed-runtime`, when an input calls the C API (`calls_api`: the program enables its own
+/// probes, and must not depend on a file to do it), for a static link (no `dlopen`), and for
+/// the runtime `BOOTPROF_RUNTIME` names. A Rust program that does not depend on the crate gets
+/// a runtime object as a C program does (its symbols local, so its `core` never meets the
+/// program's). `walks_stacks`: whether an input calls the unwinder's `_Unwind_Backtrace`, which
+/// is wrapped only then (lld would otherwise turn the runtime's weak reference to the real one
+/// into a strong one, and the program would need `libgcc_s`).
 pub fn runtime_args(
     line: &LinkLine,
     runtime: &Embedded,
+    calls_api: bool,
     walks_stacks: bool,
-) -> Result<Vec<String>> {
+) -> Result<RuntimeArgs> {
     let has = |flags: &[&str]| line.args.iter().any(|a| flags.contains(&a.as_str()));
     if line.options.no_runtime || has(&["-r"]) {
-        return Ok(Vec::new());
+        return Ok(RuntimeArgs::default());
     }
     let output = if has(&["-shared"]) {
         Output::SharedObject
     } else {
         Output::Executable
     };
+    let whole =
+        line.options.embed_runtime || calls_api || has(&["-static", "-static-pie", "--static"]);
+    let wanted = if whole { Carried::Whole } else { Carried::Lean };
     // Before `-nodefaultlibs`, which rustc passes to every link (it names the libraries itself).
-    if line.args.iter().any(|a| a.ends_with(".rlib")) {
-        // A Rust program has the runtime when it depends on the crate (one std is enough).
-        let has_runtime = line.args.iter().any(|a| {
+    let rust = line.args.iter().any(|a| a.ends_with(".rlib"));
+    if rust
+        && line.args.iter().any(|a| {
+            // A Rust program has the runtime when it depends on the crate (one std is enough).
             std::path::Path::new(a)
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(is_runtime_rlib)
-        });
-        return Ok(if has_runtime {
-            entry_point_args(output, Vec::new(), None, walks_stacks)
-        } else {
-            let object = runtime.object_to_link(output)?;
-            let exports = exported_names(&object, output);
-            let libraries = vec![object.display().to_string()];
-            entry_point_args(output, libraries, exports, walks_stacks)
+        })
+    {
+        return Ok(RuntimeArgs {
+            args: entry_point_args(output, Vec::new(), None, walks_stacks),
+            library: None,
         });
     }
-    let object = runtime.object_to_link(output)?;
+    let (object, carried) = runtime.object_to_link(output, wanted)?;
     let exports = exported_names(&object, output);
     // Nothing more: the runtime calls no function of libm (an `-lm` costs GNU ld a read of
     // libm's symbols, once more when the program names it too).
     let mut libraries = vec![object.display().to_string()];
-    if has(&["-nostdlib", "-nodefaultlibs"]) {
+    if !rust && has(&["-nostdlib", "-nodefaultlibs"]) {
         if !names_the_c_library(line) {
             return Err(Error::Refused {
                 at: crate::error::Location::file(line.output.display().to_string()),
@@ -259,12 +325,20 @@ pub fn runtime_args(
         // the runtime's references to it existed.
         libraries.push("-lc".into());
     }
-    if output == Output::SharedObject {
-        // The rule for which copy serves calls dlopen, dlsym and dladdr: in the C library
-        // since glibc 2.34 (libdl.a is then empty), in libdl before.
+    if output == Output::SharedObject || carried == Carried::Lean {
+        // The rule for which copy serves, and the lean runtime's loading of the library, call
+        // dlopen, dlsym and dladdr: in the C library since glibc 2.34 (libdl.a is then empty),
+        // in libdl before.
         libraries.push("-ldl".into());
     }
-    Ok(entry_point_args(output, libraries, exports, walks_stacks))
+    let library = match carried {
+        Carried::Lean => Some(runtime.unpacked()?.join(LIBRARY)),
+        Carried::Whole => None,
+    };
+    Ok(RuntimeArgs {
+        args: entry_point_args(output, libraries, exports, walks_stacks),
+        library,
+    })
 }
 
 /// The entry points (`bootprof_*`, `__wrap_*`: default-visibility globals it defines) of the

@@ -49,6 +49,8 @@ use object::{
     elf, Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags,
     SymbolKind, SymbolScope,
 };
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// Start and end of the table, defined by `linker-scripts/bootprof-sites.inc`.
 pub use bootprof_format::{TABLE_START, TABLE_STOP};
@@ -57,6 +59,9 @@ pub use bootprof_format::{TABLE_START, TABLE_STOP};
 pub const REGISTER_SYMBOL: &str = "bootprof_register";
 /// The runtime's entry point for an object going away, `bootprof_unregister(start)`.
 pub const UNREGISTER_SYMBOL: &str = "bootprof_unregister";
+/// The runtime library's path, which the lean runtime loads (a hidden, NUL-terminated string of
+/// the stubs object, when the link carries the lean runtime).
+pub const LIBRARY_PATH_SYMBOL: &str = "bootprof_library_path";
 
 /// Index of a stub's dispatcher in the pointer table: the probe's for probes and for the
 /// `-finstrument-functions` hooks (ordinary calls, which leave the vector registers to the
@@ -101,11 +106,14 @@ struct Stubs<'a> {
 }
 
 /// Builds the stub object for `symbols` (sorted, unique: the output is deterministic).
-pub fn stub_object(symbols: &[(Vec<u8>, Kind)]) -> Result<Vec<u8>> {
+pub fn stub_object(symbols: &[(Vec<u8>, Kind)], library: Option<&Path>) -> Result<Vec<u8>> {
     let mut s = Stubs::new();
     s.add_defaults();
     for (name, kind) in symbols {
         s.add_stub(name, *kind);
+    }
+    if let Some(library) = library {
+        s.add_library_path(library);
     }
     s.add_ctor();
     s.add_dtor();
@@ -199,6 +207,25 @@ impl Stubs<'_> {
                 reloc(elf::R_X86_64_64, slot, self.text_sym, at as i64),
             ));
         }
+    }
+
+    /// [`LIBRARY_PATH_SYMBOL`]: the runtime library's path, NUL-terminated, for the lean
+    /// runtime to load.
+    fn add_library_path(&mut self, library: &Path) {
+        let mut path = library.as_os_str().as_bytes().to_vec();
+        path.push(0);
+        let rodata = self.obj.section_id(StandardSection::ReadOnlyData);
+        let at = self.obj.append_section_data(rodata, &path, 1);
+        self.obj.add_symbol(Symbol {
+            name: LIBRARY_PATH_SYMBOL.as_bytes().to_vec(),
+            value: at,
+            size: path.len() as u64,
+            kind: SymbolKind::Data,
+            scope: SymbolScope::Linkage,
+            weak: false,
+            section: SymbolSection::Section(rodata),
+            flags: SymbolFlags::None,
+        });
     }
 
     /// The stub of probe symbol `name`: [`code::STUB`], its id the symbol's name string.

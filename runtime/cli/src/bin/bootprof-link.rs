@@ -4,8 +4,9 @@
 //! driver (`-C linker=bootprof-link`, `CMAKE_C_LINKER_LAUNCHER=bootprof-link`) with the real
 //! driver in `BOOTPROF_CC` (default `cc`). See DESIGN.md for the options.
 //!
-//! It carries the runtimes it links into programs (one for executables, one for shared objects),
-//! and the C header, built in by `build.rs`.
+//! It carries the runtimes it links into programs (the whole runtime and the lean one, each for
+//! executables and for shared objects), the runtime library the lean runtime loads, and the C
+//! header, built in by `build.rs`.
 
 use bootprof_link::runtime_lib::{Embedded, Query};
 use bootprof_link::Error;
@@ -14,6 +15,9 @@ use bootprof_link::Error;
 static RUNTIME: Embedded = Embedded {
     object: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_runtime.o")),
     shared_object: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_runtime_shared.o")),
+    lean: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_lean.o")),
+    lean_shared: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof_lean_shared.o")),
+    library: include_bytes!(concat!(env!("OUT_DIR"), "/libbootprof.so")),
     header: include_bytes!(concat!(env!("OUT_DIR"), "/bootprof.h")),
     version: env!("CARGO_PKG_VERSION"),
     id: env!("BOOTPROF_RUNTIME_ID"),
@@ -31,6 +35,9 @@ options (before DRIVER; also from $BOOTPROF_LINK_FLAGS):
   --verbose       report every site and every probe reference that is not a site
   --partial-link  gather by one partial link (DRIVER -r) of all objects, then rewrite it
   --no-runtime    do not link the bootprof runtime; probe stubs return at once
+  --embed-runtime link the whole runtime into the output, not the lean runtime that loads the
+                  runtime library (libbootprof.so) when something asks for it (static links
+                  and programs that call the C API get the whole runtime anyway)
   --keep-temps    keep the directory of rewritten inputs
   --stats         print counts and phase times to stderr
 
@@ -42,6 +49,8 @@ $XDG_CACHE_HOME/bootprof, else ~/.cache/bootprof, on first use):
                           an archive or object)
   --print-shared-runtime  the runtime object links of shared objects (-shared) use ($BOOTPROF_RUNTIME
                           when set)
+  --print-library         the runtime library the lean runtime of the programs it links loads
+                          (unless $BOOTPROF_LIBRARY names another when they run)
 ";
 
 fn main() {
