@@ -3,10 +3,32 @@
 //! probe-site table (or a running process's, with its sites' states), `bootprof report` turns a
 //! trace into a report.
 
+use bootprof_report::channel::OfferedLibrary;
 use bootprof_report::run::RunOptions;
 use bootprof_report::Format;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+
+/// The runtime library this `bootprof` carries (`runtime/cli/build.rs`), which the lean runtime
+/// of the programs `bootprof run` runs loads.
+static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libbootprof.so"));
+
+/// [`LIBRARY`] unpacked, or `None` (with a note) when it cannot be: the programs then load the
+/// library `bootprof-link` put beside their runtime.
+fn library() -> Option<PathBuf> {
+    bootprof_link::runtime_lib::unpacked_library(env!("BOOTPROF_RUNTIME_ID"), LIBRARY)
+        .map_err(|e| eprintln!("bootprof: note: the runtime library cannot be unpacked: {e}"))
+        .ok()
+}
+
+/// [`LIBRARY`] as `bootprof attach` and `bootprof list --pid` offer it to a process whose lean
+/// runtime has not loaded one.
+fn offered() -> OfferedLibrary {
+    OfferedLibrary {
+        file_name: format!("libbootprof.{}.so", env!("BOOTPROF_RUNTIME_ID")),
+        bytes: LIBRARY,
+    }
+}
 
 /// Zero-cost probes for Linux x86-64 programs.
 #[derive(Parser)]
@@ -113,11 +135,17 @@ fn main() {
     bootprof_report::signals::die_on_closed_pipe();
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(options) => match bootprof_report::run::run(options) {
+        Command::Run(mut options) => match bootprof_report::run::run({
+            options.library = library();
+            options
+        }) {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },
-        Command::Attach(options) => match bootprof_report::attach::attach(options) {
+        Command::Attach(mut options) => match bootprof_report::attach::attach({
+            options.library = Some(offered());
+            options
+        }) {
             Ok(code) => std::process::exit(code),
             Err(e) => fail(e),
         },
@@ -127,7 +155,8 @@ fn main() {
             ..
         } => {
             let (text, all_nop) =
-                bootprof_report::attach::list_pid(pid, json, None).unwrap_or_else(|e| fail(e));
+                bootprof_report::attach::list_pid(pid, json, None, Some(&offered()))
+                    .unwrap_or_else(|e| fail(e));
             print!("{text}");
             if !all_nop {
                 std::process::exit(1);

@@ -7,7 +7,7 @@
 //! exactly, and hands them on at the detach, printed as `bootprof run --count` prints its table.
 //! The process runs on. `bootprof list --pid` prints the live state of every site.
 
-use crate::channel::Channel;
+use crate::channel::{Channel, OfferedLibrary};
 use crate::run::{parse_duration, KeepArg, Mode, Session};
 use bootprof_format::attach::SiteLine;
 use bootprof_format::counts::{self, Row};
@@ -57,6 +57,10 @@ pub struct AttachOptions {
     pub signal: Option<String>,
     /// The process to attach to.
     pub pid: u32,
+    /// The runtime library offered to a process whose lean runtime has not loaded one: the
+    /// `bootprof` command's own.
+    #[arg(skip)]
+    pub library: Option<OfferedLibrary>,
 }
 
 /// A duration given as plain seconds (`2`, `0.5`) or with a unit (`500ms`).
@@ -78,7 +82,11 @@ extern "C" fn on_stop(_: libc::c_int) {
 /// Attaches, records (or counts) until it is time to detach, detaches; returns the exit code
 /// (0, or 1 when a site could not be restored or the process ended while attached).
 pub fn attach(options: AttachOptions) -> Result<i32, String> {
-    let mut channel = Channel::open(options.pid, options.signal.as_deref())?;
+    let mut channel = Channel::open(
+        options.pid,
+        options.signal.as_deref(),
+        options.library.as_ref(),
+    )?;
     if options.count {
         return attach_counting(channel, &options);
     }
@@ -322,8 +330,13 @@ fn free_session_name(pid: u32) -> PathBuf {
 
 /// `bootprof list --pid PID`: every site of the running process with its state (enabled or not,
 /// mode, hits), in text or JSON; and whether every disabled site holds its NOP.
-pub fn list_pid(pid: u32, json: bool, signal: Option<&str>) -> Result<(String, bool), String> {
-    let mut channel = Channel::open(pid, signal)?;
+pub fn list_pid(
+    pid: u32,
+    json: bool,
+    signal: Option<&str>,
+    library: Option<&OfferedLibrary>,
+) -> Result<(String, bool), String> {
+    let mut channel = Channel::open(pid, signal, library)?;
     let (lines, _) = channel.request("list")?;
     drop(channel);
     let mut sites: Vec<SiteLine> = lines.iter().filter_map(|l| SiteLine::decode(l)).collect();

@@ -20,6 +20,16 @@ const KNOCK_EVERY: Duration = Duration::from_millis(20);
 /// How long a request may wait for its answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
+/// The runtime library a client offers a process whose lean runtime has not loaded one yet
+/// (`bootprof_format::attach`): the `bootprof` command's own.
+#[derive(Clone, Debug)]
+pub struct OfferedLibrary {
+    /// Its file name in the user's private directory (`libbootprof.ID.so`).
+    pub file_name: String,
+    /// Its contents.
+    pub bytes: &'static [u8],
+}
+
 /// What `/proc/PID` says of the process before knocking.
 pub struct Target {
     /// Its pid, as we see it.
@@ -124,6 +134,35 @@ impl Target {
         Ok(())
     }
 
+    /// Puts `library` in the user's private directory (once: a file of that name holds it
+    /// already after an earlier attach), for the process to read.
+    fn offer(&self, library: &OfferedLibrary) -> Result<(), String> {
+        let path = self.dir.join(&library.file_name);
+        if std::fs::read(&path).is_ok_and(|there| there == library.bytes) {
+            return Ok(());
+        }
+        let temporary = self
+            .dir
+            .join(format!(".{}.{}", library.file_name, std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&temporary)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, library.bytes))
+            .map_err(|e| format!("cannot write {}: {e}", temporary.display()))
+            .and_then(|()| self.give_to_user(&temporary))
+            .and_then(|()| {
+                std::fs::rename(&temporary, &path)
+                    .map_err(|e| format!("cannot rename to {}: {e}", path.display()))
+            });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written
+    }
+
     /// Hands what root made for the process (its directories and files) to the process's user.
     pub fn give_to_user(&self, path: &std::path::Path) -> Result<(), String> {
         // SAFETY: no preconditions.
@@ -190,12 +229,24 @@ pub struct Channel {
 
 impl Channel {
     /// Knocks on process `pid` (with the attach signal `signal`, else the one its environment
-    /// names) and connects to its listener.
-    pub fn open(pid: u32, signal: Option<&str>) -> Result<Channel, String> {
+    /// names) and connects to its listener; offers it `library`, for a lean runtime that has
+    /// not loaded one (its file name in the knock file).
+    pub fn open(
+        pid: u32,
+        signal: Option<&str>,
+        library: Option<&OfferedLibrary>,
+    ) -> Result<Channel, String> {
         let target = Target::of(pid, signal)?;
         target.private_dir()?;
         let knock = target.dir.join(proto::knock_file(target.own_pid));
         let socket = target.dir.join(proto::socket_file(target.own_pid));
+        let named = match library {
+            Some(library) => {
+                target.offer(library)?;
+                library.file_name.as_bytes()
+            }
+            None => b"",
+        };
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -203,6 +254,7 @@ impl Channel {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&knock)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, named))
             .map_err(|e| format!("cannot create the knock file {}: {e}", knock.display()))?;
         let connected = target
             .give_to_user(&knock)
@@ -324,8 +376,9 @@ fn knock_until_answered(target: &Target, socket: &std::path::Path) -> Result<Uni
     }
     Err(format!(
         "no answer from process {} within {} s: it does not carry bootprof's runtime (linked \
-         by bootprof-link), it handles SIG{} itself (start it with {}=USR2, or another), or \
-         another bootprof is attached to it",
+         by bootprof-link), it handles SIG{} itself (start it with {}=USR2, or another), \
+         another bootprof is attached to it, or its runtime library could not be loaded (its \
+         standard error says why)",
         target.pid,
         KNOCK_FOR.as_secs(),
         signal_name(target.signal),

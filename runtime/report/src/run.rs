@@ -143,6 +143,11 @@ pub struct RunOptions {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+    /// The runtime library the lean runtime of the programs loads (`BOOTPROF_LIBRARY`), unless
+    /// the environment names one already: the `bootprof` command's own, so that a program whose
+    /// link-time library is gone (a cleared cache, another machine) is recorded all the same.
+    #[arg(skip)]
+    pub library: Option<PathBuf>,
 }
 
 /// Runs the program in a new session and waits for it; returns its exit code (a shell's: 128 +
@@ -290,7 +295,8 @@ fn inherit_selection(options: &mut RunOptions) -> [&'static str; 3] {
 }
 
 /// The runtime's environment for what `options` asks beyond the sites and the mode: each
-/// variable set, or removed so that an inherited one does not change the run.
+/// variable set, or removed so that an inherited one does not change the run; and the runtime
+/// library `bootprof` carries (`BOOTPROF_LIBRARY`), unless the environment names one.
 fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
     let set = |cmd: &mut std::process::Command, name: &str, value: Option<String>| {
         match value {
@@ -299,6 +305,13 @@ fn optional_environment(cmd: &mut std::process::Command, options: &RunOptions) {
         };
     };
     let list = |l: &[String]| (!l.is_empty()).then(|| l.join(","));
+    if let Some(library) = options
+        .library
+        .as_ref()
+        .filter(|_| std::env::var_os("BOOTPROF_LIBRARY").is_none_or(|v| v.is_empty()))
+    {
+        cmd.env("BOOTPROF_LIBRARY", library);
+    }
     set(cmd, "BOOTPROF_NOTRACE", list(&options.notrace));
     set(cmd, "BOOTPROF_STACKTRACE", list(&options.stacktrace));
     set(

@@ -1174,7 +1174,7 @@ fn the_count_request_refuses_what_it_cannot_mix() {
     };
     let detached = |mut ch: Channel| ch.request("detach").unwrap();
 
-    let mut ch = Channel::open(t.pid, None).unwrap();
+    let mut ch = Channel::open(t.pid, None, None).unwrap();
     // Each BOOTPROF_PROBE is two sites: the probe and the guard that skips its arguments.
     assert_eq!(ch.request("enable call attach:even").unwrap().1, "2");
     assert_eq!(
@@ -1187,7 +1187,7 @@ fn the_count_request_refuses_what_it_cannot_mix() {
         "no counts to hand on"
     );
 
-    let mut ch = Channel::open(t.pid, None).unwrap();
+    let mut ch = Channel::open(t.pid, None, None).unwrap();
     assert_eq!(ch.request("count").unwrap().1, "");
     assert_eq!(
         refused(&mut ch, "count"),
@@ -1213,7 +1213,7 @@ fn the_count_request_refuses_what_it_cannot_mix() {
         "the probe this attach enabled (its guard's hits are its)"
     );
 
-    let mut ch = Channel::open(t.pid, None).unwrap();
+    let mut ch = Channel::open(t.pid, None, None).unwrap();
     assert_eq!(ch.request(&record).unwrap().1, "");
     assert_eq!(
         refused(&mut ch, "count"),
