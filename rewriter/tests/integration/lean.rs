@@ -5,8 +5,13 @@
 //! library's `getaddrinfo` and `getpwuid_r` made glibc warn) and work: disabled, the program's
 //! output; enabled from the environment, a trace of `main`. An executable exports none of the
 //! runtime's entry points: its note leads shared objects' copies of the runtime to them.
+//!
+//! Which runtime: a program with sites only carries the lean runtime (at most 64 KB more than
+//! its plain link), which loads the runtime library when asked; a static link, a program that
+//! calls the C API and `--embed-runtime` carry the whole runtime. A runtime library that cannot
+//! be loaded is named with the reason, and `BOOTPROF_LIBRARY` or `bootprof run` gives another.
 
-use crate::util::{cmd, needed, require, run, write, TempDir, BOOTPROF};
+use crate::util::{cmd, needed, nm, require, run, write, TempDir, BOOTPROF};
 use std::path::Path;
 
 const HELLO: &str = "#include <stdio.h>\nint main(void) { puts(\"hello\"); return 0; }\n";
@@ -20,15 +25,7 @@ fn hello(
     flags: &[&str],
     link: &[&str],
 ) -> (std::path::PathBuf, std::path::PathBuf) {
-    let src = t.join("hello.c");
-    write(&src, HELLO);
-    let object = t.join(format!("{name}.o"));
-    run(cmd("cc", ["-O2", "-pg", "-mfentry", "-c"])
-        .args(flags)
-        .arg(&src)
-        .arg("-o")
-        .arg(&object))
-    .ok();
+    let object = hello_object(t, name, flags);
     let plain = t.join(format!("{name}-plain"));
     run(cmd("cc", link).arg(&object).arg("-o").arg(&plain)).ok();
     let ours = t.join(name);
@@ -43,6 +40,20 @@ fn hello(
         "{name}: the link said something:{linked}"
     );
     (plain, ours)
+}
+
+/// The hello world compiled `-O2 -pg -mfentry` with `flags` into `NAME.o`.
+fn hello_object(t: &TempDir, name: &str, flags: &[&str]) -> std::path::PathBuf {
+    let src = t.join("hello.c");
+    write(&src, HELLO);
+    let object = t.join(format!("{name}.o"));
+    run(cmd("cc", ["-O2", "-pg", "-mfentry", "-c"])
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&object))
+    .ok();
+    object
 }
 
 /// Disabled, the program's output; with every site enabled in call mode and a trace file, the
@@ -175,14 +186,7 @@ fn static_and_static_pie_links_are_quiet_and_work() {
 #[test]
 fn links_without_the_default_libraries_get_the_runtime_or_are_refused() {
     let t = TempDir::new("lean-nostdlib");
-    let src = t.join("hello.c");
-    write(&src, HELLO);
-    let object = t.join("hello.o");
-    run(cmd("cc", ["-O2", "-pg", "-mfentry", "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&object))
-    .ok();
+    let object = hello_object(&t, "hello", &[]);
     let file = |name: &str| {
         let out = run(cmd("cc", [format!("-print-file-name={name}")])).ok();
         out.stdout.trim().to_string()
@@ -225,4 +229,209 @@ fn links_without_the_default_libraries_get_the_runtime_or_are_refused() {
         symbols.contains(" w bootprof_register") && !symbols.contains(" T bootprof_register"),
         "{symbols}"
     );
+}
+
+/// Whether `binary` carries the lean runtime (the runtime library's path, which only it reads)
+/// or the whole one (the graph tracer's trampoline, which only it has); panics if neither or
+/// both.
+fn carries_lean(binary: &Path) -> bool {
+    let names: Vec<String> = nm(binary).into_iter().map(|(_, n)| n).collect();
+    let lean = names.iter().any(|n| n == "bootprof_library_path");
+    let whole = names.iter().any(|n| n == "bootprof_graph_return");
+    assert_ne!(
+        lean,
+        whole,
+        "{}: lean {lean}, whole {whole}",
+        binary.display()
+    );
+    lean
+}
+
+/// A hello world with sites only carries the lean runtime, at most 64 KB more than its plain
+/// link, and traces through the runtime library; `--embed-runtime`, a static link and a program
+/// that calls the C API carry the whole runtime.
+#[test]
+fn a_program_with_sites_only_carries_the_lean_runtime_and_others_the_whole() {
+    require!("nm");
+    let t = TempDir::new("lean-which");
+    let (plain, ours) = hello(&t, "lean", &[], &[]);
+    assert!(carries_lean(&ours));
+    let (plain_size, size) = (file_size(&plain), file_size(&ours));
+    assert!(
+        size <= plain_size + 64 * 1024,
+        "{size} bytes against the plain link's {plain_size}"
+    );
+    runs_and_traces(&t, &ours, "lean");
+
+    let (_, embedded) = hello(&t, "embedded", &[], &[]);
+    let object = t.join("embedded.o");
+    let embedded_link = run(cmd(crate::util::link_bin(), ["--embed-runtime", "cc"])
+        .arg(&object)
+        .arg("-o")
+        .arg(&embedded))
+    .ok();
+    assert_eq!(embedded_link.stderr, "", "{embedded_link}");
+    assert!(!carries_lean(&embedded));
+    runs_and_traces(&t, &embedded, "embedded");
+
+    let (_, fixed) = hello(&t, "static", &[], &["-static"]);
+    assert!(!carries_lean(&fixed));
+
+    // The program enables its own probe through the C API: it must not depend on a file.
+    let src = t.join("api.c");
+    write(
+        &src,
+        "#include <stdio.h>\n#include \"bootprof.h\"\n\
+         int main(void) { int n = bootprof_enable(\"main\"); printf(\"%d\\n\", n); return 0; }\n",
+    );
+    let include = crate::util::repo_root().join("runtime/include");
+    let object = t.join("api.o");
+    run(cmd("cc", ["-O2", "-pg", "-mfentry", "-c"])
+        .arg(format!("-I{}", include.display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&object))
+    .ok();
+    let api = t.join("api");
+    run(cmd(crate::util::link_bin(), ["cc"])
+        .arg(&object)
+        .arg("-o")
+        .arg(&api))
+    .ok();
+    assert!(!carries_lean(&api));
+    let ran = run(cmd(&api, [""; 0])
+        .env_remove("BOOTPROF_LIBRARY")
+        .env("XDG_CACHE_HOME", t.join("no-cache")))
+    .ok();
+    assert_eq!(ran.stdout, "1\n", "{ran}");
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .len()
+}
+
+/// The runtime library bootprof-link put beside the lean runtime is where a program looks for
+/// it: gone (a cleared cache), the program says so on stderr, naming the path, the reason and
+/// what to do, and runs with its sites disabled; `BOOTPROF_LIBRARY` names another, which it
+/// then loads, and `bootprof run` hands it its own. A `BOOTPROF_LIBRARY` that is not a runtime
+/// library, or one of another version, is named with the reason before the program's own is
+/// loaded.
+#[test]
+fn a_missing_runtime_library_is_named_and_another_can_be_given() {
+    let t = TempDir::new("lean-library");
+    let object = hello_object(&t, "hello", &[]);
+    // Linked with a cache of its own, then the cache removed.
+    let cache = t.join("cache");
+    let gone = t.join("gone");
+    run(cmd(crate::util::link_bin(), ["cc"])
+        .arg(&object)
+        .arg("-o")
+        .arg(&gone)
+        .env("XDG_CACHE_HOME", &cache))
+    .ok();
+    let put = run(cmd(crate::util::link_bin(), ["--print-library"]).env("XDG_CACHE_HOME", &cache))
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    assert!(put.starts_with(&cache.display().to_string()), "{put}");
+    std::fs::remove_dir_all(&cache).unwrap();
+    let trace = t.join("gone.trace");
+    let traced = |library: Option<&Path>| {
+        let _ = std::fs::remove_file(&trace);
+        let mut c = cmd(&gone, [""; 0]);
+        c.env("BOOTPROF_ENABLE", "*")
+            .env("BOOTPROF_OUTPUT", &trace)
+            .env_remove("BOOTPROF_LIBRARY");
+        if let Some(library) = library {
+            c.env("BOOTPROF_LIBRARY", library);
+        }
+        run(c).ok()
+    };
+    let ran = traced(None);
+    assert_eq!(ran.stdout, "hello\n", "{ran}");
+    assert!(
+        ran.stderr.starts_with(
+            "bootprof: the runtime library could not be loaded, so nothing is traced: "
+        ) && ran.stderr.contains(&format!(
+            "{put} (where bootprof-link put it): {put}: cannot open"
+        )) && ran
+            .stderr
+            .contains("Set BOOTPROF_LIBRARY to a libbootprof.so")
+            && ran.stderr.contains("--embed-runtime"),
+        "{ran}"
+    );
+    assert!(!trace.exists(), "nothing traced, nothing written");
+
+    // Another library, named by BOOTPROF_LIBRARY.
+    let library = run(cmd(crate::util::link_bin(), ["--print-library"]))
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    let ran = traced(Some(Path::new(&library)));
+    assert!(ran.stderr.contains("records written to"), "{ran}");
+    let text = run(cmd(BOOTPROF, ["report"]).arg(&trace)).ok();
+    assert!(text.stdout.contains(": main <-"), "{text}");
+
+    // bootprof run's own.
+    let session = t.join("run.session");
+    let recorded = run(cmd(BOOTPROF, ["run", "-o"])
+        .arg(&session)
+        .arg("--")
+        .arg(&gone)
+        .env_remove("BOOTPROF_LIBRARY"))
+    .ok();
+    assert!(
+        !recorded.stderr.contains("could not be loaded"),
+        "{recorded}"
+    );
+    let text = run(cmd(BOOTPROF, ["report"]).arg(&session)).ok();
+    assert!(text.stdout.contains(": main <-"), "{text}");
+
+    // A library of another version, and a shared library that is none, before the program's own.
+    let (other, not_ours) = (t.join("libother.so"), t.join("libnone.so"));
+    for (so, source) in [
+        (
+            &other,
+            "const struct { unsigned version, count; } bootprof_library = { 99, 26 };\n",
+        ),
+        (&not_ours, "int something_else = 1;\n"),
+    ] {
+        let c = so.with_extension("c");
+        write(&c, source);
+        run(cmd("cc", ["-shared", "-fPIC", "-o"]).arg(so).arg(&c)).ok();
+    }
+    let program = t.join("kept");
+    run(cmd(crate::util::link_bin(), ["cc"])
+        .arg(&object)
+        .arg("-o")
+        .arg(&program))
+    .ok();
+    for (so, why) in [
+        (
+            &other,
+            "a runtime library of another version of bootprof (its version 99, this program's \
+             runtime needs 1)",
+        ),
+        (
+            &not_ours,
+            "not a bootprof runtime library (no bootprof_library)",
+        ),
+    ] {
+        let ran = run(cmd(&program, [""; 0])
+            .env("BOOTPROF_ENABLE", "*")
+            .env("BOOTPROF_OUTPUT", &trace)
+            .env("BOOTPROF_LIBRARY", so))
+        .ok();
+        let said = format!(
+            "bootprof: the runtime library {} (BOOTPROF_LIBRARY): {why}; loaded ",
+            so.display()
+        );
+        assert!(ran.stderr.starts_with(&said), "{said}\n{ran}");
+        let text = run(cmd(BOOTPROF, ["report"]).arg(&trace)).ok();
+        assert!(text.stdout.contains(": main <-"), "{text}");
+    }
 }
