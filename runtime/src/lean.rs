@@ -18,8 +18,9 @@
 //! its cache when it linked the program, whose path it put into the program
 //! (`bootprof_library_path`, in the stubs object). Neither in
 //! secure-execution mode, where the environment is not trusted and nothing is loaded. A library
-//! that cannot be loaded, or is of another version, is named on stderr with the reason, once;
-//! the program then runs with its sites disabled, and the C API's calls fail with that reason.
+//! that cannot be loaded, or is of another version, is named on stderr with the reason; the
+//! program then runs with its sites disabled, and the C API's calls fail with that reason (and
+//! an attach that offers a library tries again).
 //!
 //! The wrapped functions (`longjmp`, `backtrace`, ...) may run in a signal handler: they never
 //! load anything, and go to the real functions until the library serves.
@@ -30,7 +31,7 @@
 use crate::note::note_parts;
 use crate::prelude::*;
 use crate::serving::{Library, HANDED_ON, LIBRARY_SYMBOL, LIBRARY_VERSION};
-use crate::sys::{Mutex, OnceLock};
+use crate::sys::Mutex;
 use crate::vars;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -51,9 +52,14 @@ static KEPT: Mutex<Kept> = Mutex::new(Kept {
 /// The library once it has the kept tables (null before): where every entry point's calls go.
 static SERVING: AtomicPtr<Library> = AtomicPtr::new(core::ptr::null_mut());
 
-/// The one attempt to load the library: the library, or why it could not be loaded (a
-/// NUL-terminated message, what `bootprof_last_error` answers).
-static LOADED: OnceLock<Result<&'static Library, Vec<u8>>> = OnceLock::new();
+/// The library once loaded (null before).
+static LOADED: AtomicPtr<Library> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The attempts to load the library, one at a time: whether one was made, and why the last one
+/// failed (a NUL-terminated message, what `bootprof_last_error` answers; never freed, as the
+/// answer may be in use). A failed attempt is made again only when an attaching client offers
+/// a library: the environment and the path in the program do not change.
+static LOADING: Mutex<(bool, &'static [u8])> = Mutex::new((false, b"\0"));
 
 extern "C" {
     /// The runtime library's path `bootprof-link` wrote into the program's stubs object
@@ -71,6 +77,12 @@ fn serving() -> Option<&'static Library> {
     unsafe { SERVING.load(Ordering::Acquire).as_ref() }
 }
 
+/// The library, once loaded.
+fn loaded() -> Option<&'static Library> {
+    // SAFETY: null, or a library that stays loaded (`RTLD_NODELETE`).
+    unsafe { LOADED.load(Ordering::Acquire).as_ref() }
+}
+
 /// The library, loaded now if no attempt was made yet, with the kept tables handed to it;
 /// `None` when it cannot be loaded.
 fn library() -> Option<&'static Library> {
@@ -79,7 +91,26 @@ fn library() -> Option<&'static Library> {
 
 /// [`library`], with the one an attaching client offers (`offered`) among the places tried.
 fn library_or(offered: Option<&[u8]>) -> Option<&'static Library> {
-    let library = *LOADED.get_or_init(|| load(offered)).as_ref().ok()?;
+    let library = loaded().or_else(|| {
+        let mut loading = LOADING.lock();
+        if let Some(library) = loaded() {
+            return Some(library);
+        }
+        if loading.0 && offered.is_none() {
+            return None;
+        }
+        loading.0 = true;
+        match load(offered) {
+            Ok(library) => {
+                LOADED.store((library as *const Library).cast_mut(), Ordering::Release);
+                Some(library)
+            }
+            Err(why) => {
+                loading.1 = why.leak();
+                None
+            }
+        }
+    })?;
     let mut kept = KEPT.lock();
     if !kept.handed {
         let register = library.entries.get("bootprof_register")?;
@@ -104,7 +135,7 @@ fn library_or(offered: Option<&[u8]>) -> Option<&'static Library> {
 type Register = unsafe extern "C" fn(*const u8, *const u8, *mut usize);
 
 /// Loads the library from the first place that has one of this runtime's version; notes on
-/// stderr, once, why none could be loaded, or why a place before the one loaded was passed over.
+/// stderr why none could be loaded, or why a place before the one loaded was passed over.
 fn load(offered: Option<&[u8]>) -> Result<&'static Library, Vec<u8>> {
     let mut tried: Vec<u8> = Vec::new();
     if crate::sys::auxv(libc::AT_SECURE) != 0 {
@@ -275,14 +306,13 @@ pub unsafe extern "C" fn bootprof_unregister(start: *const u8) {
 #[no_mangle]
 pub extern "C" fn bootprof_last_error() -> *const c_char {
     crate::serving::hand_on!(counterpart, bootprof_last_error());
-    match (serving(), LOADED.get()) {
-        (Some(library), _) => match library.entries.get("bootprof_last_error") {
+    match serving() {
+        Some(library) => match library.entries.get("bootprof_last_error") {
             // SAFETY: the library's function of that name.
             Some(f) => unsafe { crate::serving::typed_as(bootprof_last_error as LastError, f)() },
             None => c"".as_ptr(),
         },
-        (None, Some(Err(why))) => why.as_ptr().cast(),
-        _ => c"".as_ptr(),
+        None => LOADING.lock().1.as_ptr().cast(),
     }
 }
 

@@ -179,6 +179,36 @@ fn timed_events(dir: &Path) -> (Vec<(String, u64)>, Vec<u64>, u64, u64) {
     (events, times, p.start_tsc, p.end_tsc.unwrap())
 }
 
+/// A program that carries the lean runtime and whose runtime library is gone (linked with a
+/// cache of its own, since removed) asked for the library at start-up (`BOOTPROF_MODE` is one of
+/// the library's variables), could not load it, and runs untraced; `bootprof attach` offers its
+/// own library, which the program then loads, and the attach records.
+#[test]
+fn an_attach_offers_its_library_to_a_program_that_could_not_load_its_own() {
+    let w = Work::new("attach-offered");
+    w.build("attach", &["attach.c"], &[], &[]);
+    let (exe, cache) = (w.path("attach-gone"), w.path("cache"));
+    let o = Command::new(tools().join("bootprof-link"))
+        .args(["cc", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(w.path("attach.o"))
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    ok(&o);
+    std::fs::remove_dir_all(&cache).unwrap();
+    let t = Target::start(&exe, 2, &[], &[("BOOTPROF_MODE", "call")]);
+    let dir = w.path("s");
+    attach(&t, &dir, &["-e", "attach:odd", "--duration", "0.3"]);
+    let seen = events(&dir);
+    assert!(
+        !seen.is_empty() && seen.iter().all(|(name, _)| name == "odd"),
+        "{seen:?}"
+    );
+    assert_eq!(t.text_differences(), 0);
+    t.finish();
+}
+
 /// One attach in each mode and probe form: only the chosen sites fire, only while attached; the
 /// text is the file's before, not during, and again after; `bootprof list --pid` shows the
 /// states and hits during and after; no thread of the runtime's is left.
