@@ -331,10 +331,9 @@ pub fn runtime_args(
         // in libdl before.
         libraries.push("-ldl".into());
     }
-    let library = match carried {
-        Carried::Lean => Some(runtime.unpacked()?.join(LIBRARY)),
-        Carried::Whole => None,
-    };
+    // Beside the lean runtime in the cache directory (unpacked once per link: each unpacking
+    // reads every file back).
+    let library = (carried == Carried::Lean).then(|| object.with_file_name(LIBRARY));
     Ok(RuntimeArgs {
         args: entry_point_args(output, libraries, exports, walks_stacks),
         library,
