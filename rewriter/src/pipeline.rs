@@ -32,11 +32,10 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether or
     // not this link found hooks.
     args.retain(|a| a != "-pg");
-    let runtime = match !rewrites.referenced.is_empty() || rewrites.uses_runtime {
-        true => {
-            runtime_lib::runtime_args(&line, runtime, rewrites.uses_runtime, rewrites.walks_stacks)?
-        }
-        false => runtime_lib::RuntimeArgs::default(),
+    let runtime = if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
+        runtime_lib::runtime_args(&line, runtime, rewrites.uses_runtime, rewrites.walks_stacks)?
+    } else {
+        runtime_lib::RuntimeArgs::default()
     };
     if !rewrites.referenced.is_empty() {
         let symbols: Vec<_> = rewrites
