@@ -88,7 +88,7 @@ pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
 fn candidate_at(scanned: &Scanned<'_>, sec: usize, offset: u64, c: &Candidate) -> Location {
     Location {
         offset: Some(offset),
-        symbol: Some(String::from_utf8_lossy(&scanned.probes[c.probe as usize].name).into_owned()),
+        symbol: Some(String::from_utf8_lossy(scanned.probes[c.probe as usize].name).into_owned()),
         ..scanned.object.at(Some(sec))
     }
 }

@@ -106,8 +106,8 @@ impl Done {
         self.uses_runtime |= r.uses_runtime;
         self.walks_stacks |= r.walks_stacks;
         self.referenced
-            .extend(r.referenced.iter().map(|p| (p.name.clone(), p.kind)));
-        self.defined.extend(r.defined.iter().cloned());
+            .extend(r.referenced.iter().map(|p| (p.name.to_vec(), p.kind)));
+        self.defined.extend(r.defined.iter().map(|d| d.to_vec()));
         if self.live.is_none() {
             self.live = r.not_sites.iter().find(|n| n.live).cloned();
         }

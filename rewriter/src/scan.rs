@@ -55,9 +55,9 @@ pub struct Scanned<'d> {
     /// The parsed object.
     pub object: Object<'d>,
     /// Probe symbols referenced (undefined) by the object.
-    pub referenced: Vec<ProbeSymbol>,
+    pub referenced: Vec<ProbeSymbol<'d>>,
     /// Probe symbols the object defines (no stub is generated for them).
-    pub defined: Vec<Vec<u8>>,
+    pub defined: Vec<&'d [u8]>,
     /// Relocations against probe symbols that cannot be sites (outside executable sections).
     pub not_sites: Vec<NotASite>,
     /// Number of relocation entries in the object.
@@ -67,9 +67,7 @@ pub struct Scanned<'d> {
     /// Whether the object calls `_Unwind_Backtrace` (an undefined reference).
     pub walks_stacks: bool,
     /// Every probe symbol of the symbol table, referenced or defined.
-    pub(crate) probes: Vec<ProbeSymbol>,
-    /// The name of each of `probes`, borrowed from the symbol table (what sites hold).
-    pub(crate) probe_names: Vec<&'d [u8]>,
+    pub(crate) probes: Vec<ProbeSymbol<'d>>,
     /// For each symbol index, its index in `probes`, or [`NOT_A_PROBE`].
     class: Vec<u32>,
     /// Candidate sites by text section, in relocation order.
@@ -97,7 +95,7 @@ impl<'d> Scanned<'d> {
         self.class
             .get(index)
             .filter(|&&c| c != NOT_A_PROBE)
-            .map(|&c| (self.probes[c as usize].kind, self.probe_names[c as usize]))
+            .map(|&c| (self.probes[c as usize].kind, self.probes[c as usize].name))
     }
 }
 
@@ -119,7 +117,6 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
         uses_runtime: false,
         walks_stacks: false,
         probes: Vec::new(),
-        probe_names: Vec::new(),
         class: Vec::new(),
         candidates: BTreeMap::new(),
         guard_relocs: Vec::new(),
@@ -184,17 +181,13 @@ fn classify_symbols(s: &mut Scanned<'_>) -> Result<()> {
         // case: the stub object will define it) or defined by the program itself (after a
         // partial link, calls bind to such a definition; it then gets no stub).
         s.class[index.0] = s.probes.len() as u32;
-        let symbol = ProbeSymbol {
-            name: name.to_vec(),
-            kind,
-        };
+        let symbol = ProbeSymbol { name, kind };
         if sym.st_shndx(LE) == elf::SHN_UNDEF {
-            s.referenced.push(symbol.clone());
+            s.referenced.push(symbol);
         } else {
-            s.defined.push(name.to_vec());
+            s.defined.push(name);
         }
         s.probes.push(symbol);
-        s.probe_names.push(name);
     }
     Ok(())
 }
