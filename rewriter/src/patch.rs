@@ -10,7 +10,7 @@ use crate::functions::{functions_in, symbol_inside_site, Cursor, Func};
 use crate::guard;
 use crate::scan::{Candidate, Scanned};
 use crate::site::{Found, NotASite, SiteInfo};
-use bootprof_format::Form;
+use bootprof_format::{code, Form};
 use std::sync::Arc;
 
 /// What [`verify`] found in one object, and the parsed object when it has sites (for `emit`).
@@ -185,7 +185,7 @@ fn check_boundaries<'d>(
                 .expect("a candidate's symbol is a probe symbol");
             let func = cursor.enclosing(v.place, start as u64);
             let mut orig = [0u8; 8];
-            orig[..form.len()].copy_from_slice(&text[start..start + form.len()]);
+            code::copy_site_bytes(&mut orig, &text[start..start + form.len()], form.len());
             // The displacement as compiled is zero (RELA); keep it so, whatever was there.
             orig[form.len() - 4..form.len()].fill(0);
             sites.push(SiteInfo {

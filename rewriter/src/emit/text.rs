@@ -53,12 +53,7 @@ pub(super) fn patch_sites(
         for s in list {
             let bytes = bootprof_format::disabled_bytes(s.kind, s.form, nops);
             let (start, len) = (s.offset as usize, s.form.len());
-            // Copies of a length the compiler knows are a move or two, not a call.
-            match len {
-                5 => text[start..start + 5].copy_from_slice(&bytes[..5]),
-                6 => text[start..start + 6].copy_from_slice(&bytes[..6]),
-                _ => text[start..start + len].copy_from_slice(&bytes[..len]),
-            }
+            code::copy_site_bytes(&mut text[start..start + len], &bytes, len);
         }
         let tails: Vec<&&SiteInfo<'_>> = list.iter().filter(|s| has_stub(s)).collect();
         if !tails.is_empty() {

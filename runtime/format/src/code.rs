@@ -96,26 +96,52 @@ impl Nops {
 /// Only bytes `[..form.len()]` of the result are meaningful; the rest are zero.
 #[inline]
 pub fn disabled_bytes(kind: Kind, form: Form, nops: Nops) -> [u8; MAX_SITE_LEN] {
-    let mut out = [0u8; MAX_SITE_LEN];
-    let bytes: &[u8] = match (kind == Kind::IsEnabled, form) {
-        (_, Form::Guard) => &NOP5,
-        (false, Form::CallRel32) => &NOP5,
-        (false, Form::CallGot) => &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        (false, Form::JmpRel32) => &[0xc3, 0x0f, 0x1f, 0x40, 0x00],
-        (false, Form::JmpGot) => &[0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+    // Each pattern a whole array (a constant to copy), not a slice of its length copied in:
+    // enabling, the output check and `bootprof list` ask for tens of thousands.
+    const fn padded<const N: usize>(bytes: [u8; N]) -> [u8; MAX_SITE_LEN] {
+        let mut out = [0u8; MAX_SITE_LEN];
+        let mut i = 0;
+        while i < N {
+            out[i] = bytes[i];
+            i += 1;
+        }
+        out
+    }
+    match (kind == Kind::IsEnabled, form) {
+        (_, Form::Guard) => const { padded(NOP5) },
+        (false, Form::CallRel32) => const { padded(NOP5) },
+        (false, Form::CallGot) => const { padded([0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00]) },
+        (false, Form::JmpRel32) => const { padded([0xc3, 0x0f, 0x1f, 0x40, 0x00]) },
+        (false, Form::JmpGot) => const { padded([0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00]) },
         (true, Form::CallRel32) => match nops {
-            Nops::Mov => &[0xb8, 0x00, 0x00, 0x00, 0x00],
-            Nops::Xor => &[0x33, 0xc0, 0x0f, 0x1f, 0x00],
+            Nops::Mov => const { padded([0xb8, 0x00, 0x00, 0x00, 0x00]) },
+            Nops::Xor => const { padded([0x33, 0xc0, 0x0f, 0x1f, 0x00]) },
         },
         (true, Form::CallGot) => match nops {
-            Nops::Mov => &[0x40, 0xb8, 0x00, 0x00, 0x00, 0x00],
-            Nops::Xor => &[0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00],
+            Nops::Mov => const { padded([0x40, 0xb8, 0x00, 0x00, 0x00, 0x00]) },
+            Nops::Xor => const { padded([0x33, 0xc0, 0x0f, 0x1f, 0x40, 0x00]) },
         },
-        (true, Form::JmpRel32) => &[0x33, 0xc0, 0xc3, 0x66, 0x90],
-        (true, Form::JmpGot) => &[0x33, 0xc0, 0xc3, 0x0f, 0x1f, 0x00],
-    };
-    out[..bytes.len()].copy_from_slice(bytes);
-    out
+        (true, Form::JmpRel32) => const { padded([0x33, 0xc0, 0xc3, 0x66, 0x90]) },
+        (true, Form::JmpGot) => const { padded([0x33, 0xc0, 0xc3, 0x0f, 0x1f, 0x00]) },
+    }
+}
+
+/// Copies a site's `len` bytes (4 to [`MAX_SITE_LEN`]; a site has 5 or 6) from `from` to `to`
+/// as two 4-byte moves that overlap: a copy of a length the compiler does not know is a call of
+/// `memcpy`, a hundred instructions for five bytes, and a link copies tens of thousands.
+#[inline]
+pub fn copy_site_bytes(to: &mut [u8], from: &[u8], len: usize) {
+    debug_assert!((4..=MAX_SITE_LEN).contains(&len));
+    to[..4].copy_from_slice(&from[..4]);
+    to[len - 4..len].copy_from_slice(&from[len - 4..len]);
+}
+
+/// Whether the first `len` bytes of `a` and `b` (4 to [`MAX_SITE_LEN`]) are the same, compared as
+/// [`copy_site_bytes`] copies them.
+#[inline]
+pub fn same_site_bytes(a: &[u8], b: &[u8], len: usize) -> bool {
+    debug_assert!((4..=MAX_SITE_LEN).contains(&len));
+    a[..4] == b[..4] && a[len - 4..len] == b[len - 4..len]
 }
 
 /// Whether a disabled site of `kind` and `form` with NOPs `nops` is more than one instruction: a

@@ -784,7 +784,11 @@ pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u
     e[25] = form as u8;
     e[26] = form.len() as u8;
     let n = orig.len().min(MAX_SITE_LEN);
-    e[28..28 + n].copy_from_slice(&orig[..n]);
+    if n >= 4 {
+        code::copy_site_bytes(&mut e[28..], orig, n);
+    } else {
+        e[28..28 + n].copy_from_slice(&orig[..n]);
+    }
     e
 }
 

@@ -16,6 +16,9 @@ pub struct Image<'d> {
     data: &'d [u8],
     /// (virtual address, file offset, file size) of each segment.
     segments: Vec<(u64, u64, u64)>,
+    /// The segment the last address was found in: a table's sites come in address order, most
+    /// in the segment of the one before.
+    last: core::cell::Cell<usize>,
 }
 
 impl<'d> Image<'d> {
@@ -27,15 +30,23 @@ impl<'d> Image<'d> {
                 .segments()
                 .map(|s| (s.address(), s.file_range().0, s.file_range().1))
                 .collect(),
+            last: core::cell::Cell::new(0),
         }
     }
 
     /// Where the byte at `addr` is in the file.
     pub fn offset_of(&self, addr: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|&&(va, _, size)| addr >= va && addr - va < size)
-            .map(|&(va, off, _)| off + (addr - va))
+        let holds = |&(va, _, size): &(u64, u64, u64)| addr >= va && addr - va < size;
+        let at = match self.segments.get(self.last.get()).filter(|s| holds(s)) {
+            Some(_) => self.last.get(),
+            None => {
+                let at = self.segments.iter().position(holds)?;
+                self.last.set(at);
+                at
+            }
+        };
+        let (va, off, _) = self.segments[at];
+        Some(off + (addr - va))
     }
 
     /// The `len` bytes at `addr`.
@@ -128,5 +139,5 @@ fn holds_nop(image: &Image<'_>, place: &crate::Place) -> bool {
     let len = place.form.len();
     image
         .bytes_at(place.site, len)
-        .is_some_and(|b| b == &place.nop()[..len])
+        .is_some_and(|b| crate::code::same_site_bytes(b, &place.nop(), len))
 }
