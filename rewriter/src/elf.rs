@@ -155,9 +155,21 @@ pub fn parse_header<'d>(data: &'d [u8], file: &str) -> Result<&'d FileHeader64> 
 }
 
 /// The NUL-terminated string at the start of `bytes` (all of them when there is no NUL). Symbol
-/// names are short: a plain loop finds their end sooner than a call to a search routine.
+/// names are short: a loop in line finds their end sooner than a call to a search routine, and
+/// looking at eight bytes a step (a word has a zero byte where `(w - 0x01..01) & !w & 0x80..80`
+/// has a bit set, the lowest such byte being the first zero) sooner than one at a time.
 pub fn c_str(bytes: &[u8]) -> &[u8] {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut end = 0;
+    while let Some(word) = bytes.get(end..end + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let zero = w.wrapping_sub(ONES) & !w & HIGHS;
+        if zero != 0 {
+            return &bytes[..end + (zero.trailing_zeros() / 8) as usize];
+        }
+        end += 8;
+    }
     while end < bytes.len() && bytes[end] != 0 {
         end += 1;
     }
@@ -187,4 +199,26 @@ pub fn map(path: &std::path::Path) -> Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private to this process; like every linker we assume
     // inputs are not truncated under us while the link runs.
     unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::c_str;
+
+    /// The string ends at its first NUL wherever that is in a word, whatever follows it (bytes
+    /// of 0x01 and 0x80 after a NUL are what the word test could mistake for more zeros).
+    #[test]
+    fn a_string_ends_at_its_first_nul() {
+        for len in 0..20 {
+            for after in [0x00, 0x01, 0x80, 0xff] {
+                let mut bytes: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                bytes.push(0);
+                bytes.extend([after; 9]);
+                assert_eq!(c_str(&bytes), &bytes[..len], "{len} {after:#x}");
+            }
+            let unterminated: Vec<u8> = vec![0x80; len];
+            assert_eq!(c_str(&unterminated), &unterminated[..]);
+        }
+        assert_eq!(c_str(b"\x01\x00\x01"), b"\x01");
+    }
 }
