@@ -90,25 +90,18 @@ fn opcode_before(text: &[u8], r_offset: usize, forms: [Form; 2]) -> Option<Form>
 /// Compiler output on x86-64 keeps no data inside functions, so decoding from the function's
 /// first byte reaches every instruction; a start that decoding steps over is not an instruction.
 pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut [bool]) {
-    ok.fill(false);
-    if from > text.len() {
-        return;
-    }
-    // A hook's call is mostly its function's first instruction: nothing to decode for it.
-    let at_start = starts.iter().take_while(|&&s| s == from).count();
-    ok[..at_start].fill(true);
-    if at_start == starts.len() {
-        return;
-    }
+    // Every flag is written in the one pass (clearing them first was a call of `memset` per
+    // function), and a hook's call, mostly its function's first instruction, needs no decoding.
     let mut pos = from;
-    for (i, &s) in starts.iter().enumerate().skip(at_start) {
-        while pos < s && pos < text.len() {
-            let Some(len) = instruction_length(&text[pos..]) else {
-                return;
-            };
-            pos += len;
+    let mut stuck = from > text.len();
+    for (ok, &s) in ok.iter_mut().zip(starts) {
+        while !stuck && pos < s && pos < text.len() {
+            match instruction_length(&text[pos..]) {
+                Some(len) => pos += len,
+                None => stuck = true,
+            }
         }
-        ok[i] = pos == s;
+        *ok = !stuck && pos == s;
     }
 }
 
