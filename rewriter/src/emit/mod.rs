@@ -109,9 +109,13 @@ struct Out<'d> {
 /// Writes the rewritten object. `sites` are sorted by section then offset.
 pub fn emit<'d>(obj: &Object<'d>, sites: &[SiteInfo<'_>]) -> Result<Emitted<'d>> {
     let mut out = copy_sections(obj)?;
+    // The sites come sorted by section: one map entry per run of them, not a lookup per site.
     let mut by_section: BTreeMap<usize, Vec<&SiteInfo<'_>>> = BTreeMap::new();
-    for s in sites {
-        by_section.entry(s.section).or_default().push(s);
+    for run in sites.chunk_by(|a, b| a.section == b.section) {
+        by_section
+            .entry(run[0].section)
+            .or_default()
+            .extend(run.iter());
     }
     let first_global = symbols::check(obj, &out)?;
     check_name_table(&out, obj)?;
