@@ -46,7 +46,10 @@ pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
     }
     let funcs_by_section = functions_in(&scanned.object, &wanted);
     let funcs_of = |sec: usize| funcs_by_section.get(sec).map_or(&[][..], Vec::as_slice);
-    let mut sites = Vec::new();
+    // Sized for every candidate and guard: a site is a hundred bytes, and growing the vector
+    // copied them all each time.
+    let candidates: usize = scanned.candidates.values().map(Vec::len).sum();
+    let mut sites = Vec::with_capacity(candidates + guard_sites.len());
     for (&sec, candidates) in &scanned.candidates {
         let mut candidates: Vec<&Candidate> = candidates.iter().collect();
         candidates.sort_by_key(|c| c.r_offset);

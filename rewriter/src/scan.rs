@@ -14,6 +14,7 @@ use bootprof_format::{Kind, GUARD_SECTION};
 use object::elf;
 use object::read::elf::{Rela, SectionHeader, Sym};
 use object::read::SectionIndex;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// Size of one `Elf64_Rela`.
@@ -271,6 +272,10 @@ fn scan_relocation_section(
     }
     let exec = target_section.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 != 0;
     let nobits = target_section.sh_type(LE) == elf::SHT_NOBITS;
+    // The section's candidates, kept aside and moved into the map at the end: at most one a
+    // relocation, room made for that many at the first (growing the vector copied them all each
+    // time, and looking the section up in the map for each was most of the rest).
+    let mut candidates = Vec::new();
     for (j, rela) in relas.iter().enumerate() {
         let sym = rela.r_sym(LE, false) as usize;
         let Some(&probe) = s.class.get(sym) else {
@@ -306,7 +311,10 @@ fn scan_relocation_section(
                 format!("relocation points outside its section (size {target_size:#x})"),
             ));
         }
-        s.candidates.entry(target).or_default().push(Candidate {
+        if candidates.is_empty() {
+            candidates.reserve(relas.len() - j);
+        }
+        candidates.push(Candidate {
             rela: (index, j),
             r_offset,
             r_type: rela.r_type(LE, false),
@@ -314,6 +322,14 @@ fn scan_relocation_section(
             probe,
             symbol_index: sym,
         });
+    }
+    if !candidates.is_empty() {
+        match s.candidates.entry(target) {
+            Entry::Vacant(place) => {
+                place.insert(candidates);
+            }
+            Entry::Occupied(mut place) => place.get_mut().extend(candidates),
+        }
     }
     Ok(())
 }
