@@ -239,7 +239,9 @@ fn fragment(
         ..Pool::default()
     };
     // A function's sites are adjacent (sorted by offset): its names are written (and demangled)
-    // once, and a probe's are looked up once per run of its sites.
+    // once, and a probe's are looked up once per run of its sites. A run is told by its name's
+    // place in the object's string table, where its symbol's name is (two symbols of one name
+    // only write it twice), not by comparing the names.
     let mut last_function: Option<(&[u8], usize, Option<usize>)> = None;
     let mut last_symbol: Option<(&[u8], Option<usize>, usize)> = None;
     for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
@@ -249,7 +251,7 @@ fn fragment(
         let mut entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
         entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
         entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
-        let (provider, name) = match last_symbol.filter(|l| l.0 == s.symbol) {
+        let (provider, name) = match last_symbol.filter(|l| same_place(l.0, s.symbol)) {
             Some((_, provider, name)) => (provider, name),
             None => {
                 let (provider, name) = match Kind::classify(s.symbol) {
@@ -273,7 +275,8 @@ fn fragment(
         }
         set(field::NAME, name);
         if !s.function.is_empty() {
-            let (function, demangled) = match last_function.filter(|l| l.0 == s.function) {
+            let (function, demangled) = match last_function.filter(|l| same_place(l.0, s.function))
+            {
                 Some((_, function, demangled)) => (function, demangled),
                 // Not interned: no other run of sites has this function.
                 None => {
@@ -297,6 +300,11 @@ fn fragment(
     let header = format::encode_header(format::VERSION, list.len() as u32, size);
     bytes[..HEADER_SIZE].copy_from_slice(&header);
     Ok((bytes, relas))
+}
+
+/// Whether `a` and `b` are the same bytes of the input (not only equal ones).
+fn same_place(a: &[u8], b: &[u8]) -> bool {
+    std::ptr::eq(a, b)
 }
 
 /// The demangled name of the function `symbol` (C++ or Rust; `None` for a C name, told by its
