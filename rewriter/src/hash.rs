@@ -28,15 +28,23 @@ impl FxHasher {
 impl Hasher for FxHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+            self.add(word(c));
         }
+        // The rest without copying it out (a copy of a length the compiler does not know is a
+        // call of `memcpy`, which cost more than the hash): the last eight bytes, overlapping
+        // the words before; a shorter key as two overlapping halves, or byte by byte.
         let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
+        match (bytes.len(), rest.len()) {
+            (_, 0) => {}
+            (n, _) if n >= 8 => self.add(word(&bytes[n - 8..])),
+            (n, _) if n >= 4 => {
+                let half = |b: &[u8]| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")));
+                self.add(half(&bytes[..4]) | half(&bytes[n - 4..]) << 32);
+            }
+            _ => self.add(rest.iter().fold(0u64, |w, &b| w << 8 | u64::from(b))),
         }
     }
 
