@@ -5,7 +5,7 @@
 //! The directory is `$XDG_CACHE_HOME/bootprof/<name>`, else `~/.cache/bootprof/<name>`; when that
 //! cannot be written (no home, a read-only one), `$TMPDIR/bootprof-<uid>/<name>`, which must
 //! belong to this user and be closed to others. Directories are made 0700, files 0644. A file
-//! whose contents differ from what is carried (or is missing) is written to a temporary beside
+//! that is missing, or not of the length of what is carried, is written to a temporary beside
 //! it and renamed into place, so links running at the same time never see half a file.
 
 use crate::error::{Error, Result};
@@ -54,7 +54,7 @@ fn temporary_cache() -> Result<PathBuf> {
 pub type Files = Vec<(&'static str, Cow<'static, [u8]>)>;
 
 /// The directory `<cache>/<name>` holding `files` (paths relative to it, with their contents),
-/// written now where missing or different. `files` is given the directory, for contents that
+/// written now where missing or of another length. `files` is given the directory, for contents that
 /// name it.
 pub fn unpack(name: &str, files: impl Fn(&Path) -> Files) -> Result<PathBuf> {
     let first = match user_cache() {
@@ -86,9 +86,12 @@ fn fill(dir: &Path, files: &impl Fn(&Path) -> Files) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Makes `path` hold `contents` (mode 0644), unless it already does.
+/// Makes `path` hold `contents` (mode 0644), unless it already does: a file of that length
+/// there is taken to (every file is written whole, under a temporary name, then renamed, into a
+/// directory named after the contents' hash), so that a link stats the files it carries rather
+/// than reading two megabytes back.
 fn write_once(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    if std::fs::read(path).is_ok_and(|present| present == contents) {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == contents.len() as u64) {
         return Ok(());
     }
     let parent = path.parent().expect("a file in a directory");
