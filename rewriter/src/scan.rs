@@ -7,7 +7,7 @@
 //! the references that cannot be sites (in data). Nothing is decoded or written here: `patch`
 //! verifies the candidates.
 
-use crate::elf::{Object, SectionHeader64, LE};
+use crate::elf::{Object, Rela64, SectionHeader64, LE};
 use crate::error::{Error, Location, Result};
 use crate::site::{NotASite, ProbeSymbol};
 use bootprof_format::{Kind, GUARD_SECTION};
@@ -205,13 +205,15 @@ fn scan_relocation_section(
     if sh_type != elf::SHT_RELA && sh_type != elf::SHT_REL {
         return Ok(());
     }
-    let loc = |offset: Option<u64>| Location {
-        offset,
-        ..s.object.at(Some(index))
-    };
     if section.sh_link(LE) as usize != s.object.symbols.section().0 {
         return Ok(());
     }
+    // Where errors are, made once (the closures below must not hold on to `s`).
+    let here = s.object.at(Some(index));
+    let loc = |offset: Option<u64>| Location {
+        offset,
+        ..here.clone()
+    };
     let target = section.sh_info(LE) as usize;
     let Some(target_section) = sections.section(SectionIndex(target)).ok() else {
         return Err(Error::malformed(
@@ -254,21 +256,7 @@ fn scan_relocation_section(
     {
         // Every relocation of a guard section belongs to a record: read them all.
         s.guard_sizes.insert(target, target_size);
-        for (j, rela) in relas.iter().enumerate() {
-            let sym = rela.r_sym(LE, false) as usize;
-            if sym >= nsyms {
-                return Err(out_of_range(j, sym));
-            }
-            s.guard_relocs.push(GuardReloc {
-                section: target,
-                rela: (index, j),
-                r_offset: rela.r_offset(LE),
-                r_type: rela.r_type(LE, false),
-                sym,
-                addend: rela.r_addend(LE),
-            });
-        }
-        return Ok(());
+        return add_guard_relocs(s, (index, target), relas, out_of_range);
     }
     let exec = target_section.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 != 0;
     let nobits = target_section.sh_type(LE) == elf::SHT_NOBITS;
@@ -288,7 +276,7 @@ fn scan_relocation_section(
         // Built only for a message: most relocations here are sites.
         let at = || Location {
             offset: Some(r_offset),
-            symbol: Some(String::from_utf8_lossy(&s.probes[probe as usize].name).into_owned()),
+            symbol: Some(String::from_utf8_lossy(s.probes[probe as usize].name).into_owned()),
             ..s.object.at(Some(target))
         };
         if !exec {
@@ -323,13 +311,45 @@ fn scan_relocation_section(
             symbol_index: sym,
         });
     }
-    if !candidates.is_empty() {
-        match s.candidates.entry(target) {
-            Entry::Vacant(place) => {
-                place.insert(candidates);
-            }
-            Entry::Occupied(mut place) => place.get_mut().extend(candidates),
+    add_candidates(s, target, candidates);
+    Ok(())
+}
+
+/// Records every relocation of the guard section `target` (`relas`, of relocation section
+/// `index`); `out_of_range` makes the error for a symbol index past the symbol table.
+fn add_guard_relocs(
+    s: &mut Scanned<'_>,
+    (index, target): (usize, usize),
+    relas: &[Rela64],
+    out_of_range: impl Fn(usize, usize) -> Error,
+) -> Result<()> {
+    let nsyms = s.object.symbols.len();
+    for (j, rela) in relas.iter().enumerate() {
+        let sym = rela.r_sym(LE, false) as usize;
+        if sym >= nsyms {
+            return Err(out_of_range(j, sym));
         }
+        s.guard_relocs.push(GuardReloc {
+            section: target,
+            rela: (index, j),
+            r_offset: rela.r_offset(LE),
+            r_type: rela.r_type(LE, false),
+            sym,
+            addend: rela.r_addend(LE),
+        });
     }
     Ok(())
+}
+
+/// Adds `candidates` to those of section `target`: moved in when it has none yet.
+fn add_candidates(s: &mut Scanned<'_>, target: usize, candidates: Vec<Candidate>) {
+    if candidates.is_empty() {
+        return;
+    }
+    match s.candidates.entry(target) {
+        Entry::Vacant(place) => {
+            place.insert(candidates);
+        }
+        Entry::Occupied(mut place) => place.get_mut().extend(candidates),
+    }
 }
