@@ -25,8 +25,12 @@
 //! The wrapped functions (`longjmp`, `backtrace`, ...) may run in a signal handler: they never
 //! load anything, and go to the real functions until the library serves.
 //!
-//! Lock order: [`KEPT`] is taken before anything the library takes, and the library never calls
-//! this copy; the library is loaded (`dlopen`) without it held.
+//! Locks: [`LOADING`] is held while the library is loaded (`dlopen`), [`KEPT`] while the kept
+//! tables are handed to it (its `bootprof_register` runs under it), never the one inside the
+//! other; the library never calls this copy. A registration, which comes from an object's
+//! constructor under the dynamic loader's lock, takes `KEPT` only and never waits for a load
+//! (but the first, which loads the library itself when the environment asks for it: the
+//! dynamic loader's lock is this thread's then).
 
 use crate::note::note_parts;
 use crate::prelude::*;

@@ -89,7 +89,7 @@ const fn c_name(name: &'static str) -> &'static CStr {
 /// is the executable's (found through [`NOTE_NAME`]'s note, not through exported symbols), and
 /// for the lean runtime when this copy is the runtime library.
 #[repr(C)]
-pub(crate) struct Entries(pub [*const (); HANDED_ON.len()]);
+pub(crate) struct Entries([*const (); HANDED_ON.len()]);
 
 #[cfg(any(feature = "lean", feature = "library"))]
 impl Entries {
