@@ -43,6 +43,7 @@ pub mod runtime_lib;
 pub mod scan;
 pub mod site;
 pub mod stubs;
+pub mod wrap;
 
 pub use error::{Error, Location, Result};
 pub use pipeline::run_link;

@@ -25,6 +25,8 @@ use std::process::Command;
 
 #[path = "../../rewriter/src/prelink.rs"]
 mod prelink;
+#[path = "../../rewriter/src/wrap.rs"]
+mod wrap;
 
 /// The entry point every linked site table calls (`stubs::REGISTER_SYMBOL` in the rewriter): an
 /// archive without it is not the runtime.
@@ -43,10 +45,15 @@ fn main() {
         ));
     }
     println!("cargo:rerun-if-changed=build.rs");
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest_dir.join("../../rewriter/src/prelink.rs").display()
-    );
+    for shared in ["prelink.rs", "wrap.rs"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir
+                .join("../../rewriter/src")
+                .join(shared)
+                .display()
+        );
+    }
     let workspace = runtime.parent().expect("runtime/ has a parent");
     for input in [
         runtime.join("src"),
@@ -122,20 +129,10 @@ fn link_library(object: &Path, library: &Path, out: &Path) {
             "-Wl,-z,nodelete",
             "-Wl,--as-needed",
         ])
-        .args(WRAPPED.map(|name| format!("-Wl,--wrap={name}")));
+        // In the library, `__real_NAME` is the C library's, as in a program's link.
+        .args(wrap::WRAPPED.map(|(name, _)| format!("-Wl,--wrap={name}")));
     prelink::run(&mut link).unwrap_or_else(|e| fail(&format!("linking the runtime library: {e}")));
 }
-
-/// The functions whose calls bootprof-link sends to the runtime's wrappers (the rewriter's
-/// `runtime_lib::WRAPPED`): in the library, `__real_NAME` is the C library's.
-const WRAPPED: [&str; 6] = [
-    "longjmp",
-    "_longjmp",
-    "siglongjmp",
-    "__longjmp_chk",
-    "backtrace",
-    "_Unwind_Backtrace",
-];
 
 /// One of the runtimes `bootprof-link` carries: how it is built, where it goes.
 struct Flavor {
