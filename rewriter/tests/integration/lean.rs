@@ -42,6 +42,17 @@ fn hello(
     (plain, ours)
 }
 
+/// `object` linked into `output` by `bootprof-link OPTIONS cc` (with `env` set), which must
+/// succeed.
+fn link(options: &[&str], object: &Path, output: &Path, env: &[(&str, &Path)]) -> crate::util::Out {
+    let mut c = cmd(crate::util::link_bin(), options);
+    c.arg("cc").arg(object).arg("-o").arg(output);
+    for (name, value) in env {
+        c.env(name, value);
+    }
+    run(c).ok()
+}
+
 /// The hello world compiled `-O2 -pg -mfentry` with `flags` into `NAME.o`.
 fn hello_object(t: &TempDir, name: &str, flags: &[&str]) -> std::path::PathBuf {
     let src = t.join("hello.c");
@@ -265,11 +276,7 @@ fn a_program_with_sites_only_carries_the_lean_runtime_and_others_the_whole() {
 
     let (_, embedded) = hello(&t, "embedded", &[], &[]);
     let object = t.join("embedded.o");
-    let embedded_link = run(cmd(crate::util::link_bin(), ["--embed-runtime", "cc"])
-        .arg(&object)
-        .arg("-o")
-        .arg(&embedded))
-    .ok();
+    let embedded_link = link(&["--embed-runtime"], &object, &embedded, &[]);
     assert_eq!(embedded_link.stderr, "", "{embedded_link}");
     assert!(!carries_lean(&embedded));
     runs_and_traces(&t, &embedded, "embedded");
@@ -293,11 +300,7 @@ fn a_program_with_sites_only_carries_the_lean_runtime_and_others_the_whole() {
         .arg(&object))
     .ok();
     let api = t.join("api");
-    run(cmd(crate::util::link_bin(), ["cc"])
-        .arg(&object)
-        .arg("-o")
-        .arg(&api))
-    .ok();
+    link(&[], &object, &api, &[]);
     assert!(!carries_lean(&api));
     let ran = run(cmd(&api, [""; 0])
         .env_remove("BOOTPROF_LIBRARY")
@@ -325,12 +328,7 @@ fn a_missing_runtime_library_is_named_and_another_can_be_given() {
     // Linked with a cache of its own, then the cache removed.
     let cache = t.join("cache");
     let gone = t.join("gone");
-    run(cmd(crate::util::link_bin(), ["cc"])
-        .arg(&object)
-        .arg("-o")
-        .arg(&gone)
-        .env("XDG_CACHE_HOME", &cache))
-    .ok();
+    link(&[], &object, &gone, &[("XDG_CACHE_HOME", &cache)]);
     let put = run(cmd(crate::util::link_bin(), ["--print-library"]).env("XDG_CACHE_HOME", &cache))
         .ok()
         .stdout
@@ -405,11 +403,7 @@ fn a_missing_runtime_library_is_named_and_another_can_be_given() {
         run(cmd("cc", ["-shared", "-fPIC", "-o"]).arg(so).arg(&c)).ok();
     }
     let program = t.join("kept");
-    run(cmd(crate::util::link_bin(), ["cc"])
-        .arg(&object)
-        .arg("-o")
-        .arg(&program))
-    .ok();
+    link(&[], &object, &program, &[]);
     for (so, why) in [
         (
             &other,
