@@ -141,43 +141,47 @@ type Register = unsafe extern "C" fn(*const u8, *const u8, *mut usize);
 /// Loads the library from the first place that has one of this runtime's version; notes on
 /// stderr why none could be loaded, or why a place before the one loaded was passed over.
 fn load(offered: Option<&[u8]>) -> Result<&'static Library, Vec<u8>> {
-    let mut tried: Vec<u8> = Vec::new();
     if crate::sys::auxv(libc::AT_SECURE) != 0 {
-        tried.extend_from_slice(b"the program runs in secure-execution mode");
-    } else {
-        let from_environment = crate::sys::var_os(vars::LIBRARY_PATH).filter(|p| !p.is_empty());
-        // SAFETY: a NUL-terminated string bootprof-link wrote into the stubs object.
-        let written = unsafe { CStr::from_ptr((&raw const bootprof_library_path).cast()) };
-        let places = [
-            (from_environment.unwrap_or_default(), vars::LIBRARY_PATH),
-            (
-                offered.unwrap_or_default(),
-                "offered by the attaching bootprof",
-            ),
-            (written.to_bytes(), "where bootprof-link put it"),
-        ];
-        for (path, whence) in places.into_iter().filter(|(p, _)| !p.is_empty()) {
-            let why = match open(path) {
-                Ok(library) if tried.is_empty() => return Ok(library),
-                Ok(library) => {
-                    // A library asked for and not used is not passed over in silence.
-                    let parts: [&[u8]; 4] = [b"the runtime library ", &tried, b"; loaded ", path];
-                    note_parts(&parts);
-                    return Ok(library);
-                }
-                Err(why) => why,
-            };
-            if !tried.is_empty() {
-                tried.extend_from_slice(b"; ");
+        let mut why = b"the runtime library is not loaded in secure-execution mode (set-user-ID, \
+            set-group-ID or file capabilities): the BOOTPROF_ variables are ignored"
+            .to_vec();
+        note_parts(&[&why]);
+        why.push(0);
+        return Err(why);
+    }
+    let mut tried: Vec<u8> = Vec::new();
+    let from_environment = crate::sys::var_os(vars::LIBRARY_PATH).filter(|p| !p.is_empty());
+    // SAFETY: a NUL-terminated string bootprof-link wrote into the stubs object.
+    let written = unsafe { CStr::from_ptr((&raw const bootprof_library_path).cast()) };
+    let places = [
+        (from_environment.unwrap_or_default(), vars::LIBRARY_PATH),
+        (
+            offered.unwrap_or_default(),
+            "offered by the attaching bootprof",
+        ),
+        (written.to_bytes(), "where bootprof-link put it"),
+    ];
+    for (path, whence) in places.into_iter().filter(|(p, _)| !p.is_empty()) {
+        let why = match open(path) {
+            Ok(library) if tried.is_empty() => return Ok(library),
+            Ok(library) => {
+                // A library asked for and not used is not passed over in silence.
+                let parts: [&[u8]; 4] = [b"the runtime library ", &tried, b"; loaded ", path];
+                note_parts(&parts);
+                return Ok(library);
             }
-            let parts: [&[u8]; 5] = [path, b" (", whence.as_bytes(), b"): ", &why];
-            for part in parts {
-                tried.extend_from_slice(part);
-            }
+            Err(why) => why,
+        };
+        if !tried.is_empty() {
+            tried.extend_from_slice(b"; ");
         }
-        if tried.is_empty() {
-            tried.extend_from_slice(b"the program names none");
+        let parts: [&[u8]; 5] = [path, b" (", whence.as_bytes(), b"): ", &why];
+        for part in parts {
+            tried.extend_from_slice(part);
         }
+    }
+    if tried.is_empty() {
+        tried.extend_from_slice(b"the program names none");
     }
     let mut why = b"the runtime library could not be loaded, so nothing is traced: ".to_vec();
     why.extend_from_slice(&tried);

@@ -413,6 +413,80 @@ fn bootprof_enable_is_ignored_in_secure_execution_mode() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("secure-execution"));
 }
 
+/// A program carrying the lean runtime loads nothing in secure-execution mode: started
+/// set-user-ID with `BOOTPROF_ENABLE` and a `BOOTPROF_LIBRARY` (whose constructor would say it
+/// ran), it says on stderr that the variables are ignored, the library is not loaded, and
+/// nothing is traced.
+#[test]
+fn the_lean_runtime_loads_no_library_in_secure_execution_mode() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc_getuid() } != 0 {
+        eprintln!("skipped: needs root to make a set-user-ID binary");
+        return;
+    }
+    let w = Work::new("secure-lean");
+    let src = w.path("hello.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(void) { puts(\"ran\"); return 0; }\n",
+    )
+    .unwrap();
+    let exe = w.build("hello", &[src.to_str().unwrap()], &["-pg", "-mfentry"], &[]);
+    let library = w.path("libloud.so");
+    let loud = w.path("loud.c");
+    std::fs::write(
+        &loud,
+        "#include <unistd.h>\n__attribute__((constructor)) static void said(void) \
+         { write(2, \"LOADED\\n\", 7); }\n",
+    )
+    .unwrap();
+    let st = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&loud)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let dir = std::env::temp_dir().join(format!(
+        "bootprof-rt-secure-lean-bin-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("hello");
+    std::fs::copy(&exe, &bin).unwrap();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "chmod 755 {d} && chown nobody {b} && chmod 4755 {b}",
+            d = dir.display(),
+            b = bin.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = dir.join("hello.trace");
+    let o = run(
+        &bin,
+        &[],
+        &[
+            ("BOOTPROF_ENABLE", "*"),
+            ("BOOTPROF_LIBRARY", library.to_str().unwrap()),
+            ("BOOTPROF_OUTPUT", trace.to_str().unwrap()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let traced = trace.exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ok(&o), "ran\n");
+    assert!(
+        stderr.contains("the runtime library is not loaded in secure-execution mode")
+            && !stderr.contains("LOADED"),
+        "{stderr}"
+    );
+    assert!(!traced, "a trace was written");
+}
+
 extern "C" {
     #[link_name = "getuid"]
     fn libc_getuid() -> u32;
