@@ -377,6 +377,29 @@ fn bootprof_enable_applies_before_the_first_constructor() {
     }
 }
 
+/// A copy of `exe`, owned by `nobody` and set-user-ID, in a directory of its own that `nobody`
+/// can reach (`bootprof-rt-NAME-bin-PID` in the temporary directory, made anew): run by root, it
+/// runs in secure-execution mode (AT_SECURE: the effective user differs from the real one).
+/// Returns the directory and the copy.
+fn set_user_id_copy(exe: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("bootprof-rt-{name}-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join(exe.file_name().unwrap());
+    std::fs::copy(exe, &bin).unwrap();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "chmod 755 {d} && chown nobody {b} && chmod 4755 {b}",
+            d = dir.display(),
+            b = bin.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    (dir, bin)
+}
+
 #[test]
 fn bootprof_enable_is_ignored_in_secure_execution_mode() {
     // AT_SECURE is set when the effective user differs from the real one: a set-user-ID binary
@@ -388,22 +411,7 @@ fn bootprof_enable_is_ignored_in_secure_execution_mode() {
     }
     let w = Work::new("secure");
     let exe = w.build("early", &["early.c"], &[], &[]);
-    // The binary must be reachable by `nobody`: copy it to a world-readable directory.
-    let dir = std::env::temp_dir().join(format!("bootprof-rt-secure-bin-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = dir.join("early");
-    std::fs::copy(&exe, &bin).unwrap();
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "chmod 755 {d} && chown nobody {b} && chmod 4755 {b}",
-            d = dir.display(),
-            b = bin.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let (dir, bin) = set_user_id_copy(&exe, "secure");
     let o = run(&bin, &[], &[("BOOTPROF_ENABLE", "boot:*")]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
@@ -447,25 +455,13 @@ fn the_lean_runtime_loads_no_library_in_secure_execution_mode() {
         .status()
         .unwrap();
     assert!(st.success());
-    let dir = std::env::temp_dir().join(format!(
-        "bootprof-rt-secure-lean-bin-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = dir.join("hello");
-    std::fs::copy(&exe, &bin).unwrap();
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "chmod 755 {d} && chown nobody {b} && chmod 4755 {b}",
-            d = dir.display(),
-            b = bin.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let trace = dir.join("hello.trace");
+    let (dir, bin) = set_user_id_copy(&exe, "secure-lean");
+    // Where `nobody` may write: a trace would be written there if anything were traced.
+    let traces = dir.join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&traces, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let trace = traces.join("hello.trace");
     let o = run(
         &bin,
         &[],
