@@ -4,11 +4,14 @@
 //! nothing here (a crafted object can only slow its own link). The multiply-and-rotate mix of
 //! rustc's `FxHasher`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A `HashMap` with [`FxHasher`].
 pub type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A `HashSet` with [`FxHasher`].
+pub type FxHashSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// rustc's `FxHasher`: one rotate, xor and multiply per word.
 #[derive(Default, Clone, Copy)]
@@ -68,9 +71,18 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    /// The hash with its bits mixed both ways (MurmurHash3's finalizer): a multiply carries
+    /// each input bit only upwards, so keys that differ only in the high bytes of their last
+    /// word (names ending in different digits) would otherwise share the low bits the table
+    /// indexes by, and fall into one long probe chain.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
@@ -90,5 +102,23 @@ mod tests {
         assert_eq!(map.get(&b"a_longer_function_name"[..]), Some(&2));
         assert_eq!(map.get(&b""[..]), Some(&3));
         assert_eq!(map.get(&b"mai"[..]), None);
+    }
+
+    /// Names that differ only in their last characters (a generated program's probes) must
+    /// spread over a table's buckets, which take the hash's low bits: without the final mix all
+    /// of them shared their low bits, and a set of a few thousand probe names cost more than
+    /// sorting them.
+    #[test]
+    fn names_differing_in_their_last_digits_spread_over_the_low_bits() {
+        use std::hash::BuildHasher;
+        let build = BuildHasherDefault::<FxHasher>::default();
+        let buckets: HashSet<u64> = (0..1000)
+            .map(|i| {
+                let name = format!("__dtrace_isenabled_gen__p{i:04}");
+                build.hash_one(name.as_bytes()) & 1023
+            })
+            .collect();
+        // 1000 random keys fill about 640 of 1024 buckets.
+        assert!(buckets.len() > 550, "{} buckets of 1024", buckets.len());
     }
 }
