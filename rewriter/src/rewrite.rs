@@ -9,10 +9,12 @@ use crate::args::{ArgKind, LinkLine};
 use crate::elf::map;
 use crate::error::{Error, Location, Result};
 use crate::gather::{Gathered, Input, InputKind};
+use crate::hash::FxHashSet;
 use crate::site::{Found, NotASite};
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -85,8 +87,13 @@ struct GuardCall {
 #[derive(Default)]
 struct Done {
     replacement: Option<PathBuf>,
-    referenced: Vec<(Vec<u8>, Kind)>,
-    defined: Vec<Vec<u8>>,
+    /// The names of the probe symbols referenced and defined, one after another: a buffer for
+    /// them all, not one allocation a name (thousands, most of them looked at once).
+    names: Vec<u8>,
+    /// Where each probe symbol referenced is in `names`, and its kind.
+    referenced: Vec<(Range<usize>, Kind)>,
+    /// Where each probe symbol defined is in `names`.
+    defined: Vec<Range<usize>>,
     objects: usize,
     relocations: usize,
     sites: usize,
@@ -99,15 +106,33 @@ struct Done {
 }
 
 impl Done {
+    /// Appends `name` to `names`; returns where it is.
+    fn add_name(&mut self, name: &[u8]) -> Range<usize> {
+        let start = self.names.len();
+        self.names.extend_from_slice(name);
+        start..self.names.len()
+    }
+
     fn absorb(&mut self, file: &str, r: &Found<'_>, verbose: bool) {
         self.objects += 1;
         self.relocations += r.relocations;
         self.sites += r.sites.len();
         self.uses_runtime |= r.uses_runtime;
         self.walks_stacks |= r.walks_stacks;
-        self.referenced
-            .extend(r.referenced.iter().map(|p| (p.name.to_vec(), p.kind)));
-        self.defined.extend(r.defined.iter().map(|d| d.to_vec()));
+        // Room made once (growing the buffer a name at a time copied it over and over).
+        let names = r.referenced.iter().map(|p| p.name.len());
+        self.names
+            .reserve(names.chain(r.defined.iter().map(|d| d.len())).sum());
+        self.referenced.reserve(r.referenced.len());
+        self.defined.reserve(r.defined.len());
+        for p in &r.referenced {
+            let at = self.add_name(p.name);
+            self.referenced.push((at, p.kind));
+        }
+        for d in &r.defined {
+            let at = self.add_name(d);
+            self.defined.push(at);
+        }
         if self.live.is_none() {
             self.live = r.not_sites.iter().find(|n| n.live).cloned();
         }
@@ -247,24 +272,25 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         notes,
         ..Rewrites::default()
     };
-    // Gathered in lists and sorted once: thousands of probe symbols, most in several inputs.
-    let (mut referenced, mut defined) = (Vec::new(), Vec::new());
-    let mut guard_calls = Vec::new();
-    for (input, result) in inputs.iter().zip(rewrite_all(&inputs, dir, verbose)) {
-        let done = result?;
-        if let Some(n) = done.live {
+    // Every input's outcome kept to the end: the probe symbols' names are borrowed from them.
+    let mut dones = Vec::with_capacity(inputs.len());
+    for result in rewrite_all(&inputs, dir, verbose) {
+        let mut done = result?;
+        if let Some(n) = done.live.take() {
             return Err(live_reference(n));
         }
-        guard_calls.extend(done.guard_calls);
+        dones.push(done);
+    }
+    let mut guard_calls = Vec::new();
+    for (input, done) in inputs.iter().zip(&mut dones) {
+        guard_calls.append(&mut done.guard_calls);
         r.objects += done.objects;
         r.relocations += done.relocations;
         r.sites += done.sites;
         r.uses_runtime |= done.uses_runtime;
         r.walks_stacks |= done.walks_stacks;
-        referenced.extend(done.referenced);
-        defined.extend(done.defined);
-        r.notes.extend(done.notes);
-        if let Some(new) = done.replacement {
+        r.notes.append(&mut done.notes);
+        if let Some(new) = done.replacement.take() {
             let new = new.display().to_string();
             match line.kinds.get(input.arg) {
                 // `-l name` is two arguments: the path replaces both.
@@ -276,9 +302,14 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             }
         }
     }
-    defined.sort_unstable();
-    defined.dedup();
-    let is_defined = |name: &[u8]| defined.binary_search_by(|d| d[..].cmp(name)).is_ok();
+    // Looked up by hash: the names share long prefixes (`__dtrace_isenabled_provider__`), which
+    // make each comparison of a sort or a binary search a long one.
+    let mut defined: FxHashSet<&[u8]> = FxHashSet::with_capacity_and_hasher(
+        dones.iter().map(|d| d.defined.len()).sum(),
+        Default::default(),
+    );
+    defined.extend((dones.iter()).flat_map(|d| d.defined.iter().map(|at| &d.names[at.clone()])));
+    let is_defined = |name: &[u8]| defined.contains(name);
     // A guard's out-of-line call keeps only what bootprof's stub and dispatcher keep (every
     // register but r11; the stack unaligned): it must not reach a function the program defines.
     if let Some(c) = guard_calls.iter().find(|c| is_defined(&c.symbol)) {
@@ -292,9 +323,14 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
             ),
         });
     }
-    r.referenced = referenced
-        .into_iter()
+    r.referenced = (dones.iter())
+        .flat_map(|d| {
+            d.referenced
+                .iter()
+                .map(|(at, kind)| (&d.names[at.clone()], *kind))
+        })
         .filter(|(name, _)| !is_defined(name))
+        .map(|(name, kind)| (name.to_vec(), kind))
         .collect();
     r.args = order
         .into_iter()
