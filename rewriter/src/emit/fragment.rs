@@ -195,7 +195,9 @@ fn target_slots(
     target_of: impl Fn(&SiteInfo<'_>) -> (usize, i64),
 ) -> (Vec<u32>, Vec<(usize, i64)>) {
     let mut targets: Vec<(usize, i64)> = Vec::new();
-    let mut slot_of: FxHashMap<(usize, i64), u32> = FxHashMap::default();
+    // Sized once for the most it can hold, one target a site (growing it rehashes each time).
+    let mut slot_of: FxHashMap<(usize, i64), u32> =
+        FxHashMap::with_capacity_and_hasher(list.len(), Default::default());
     let mut last: Option<((usize, i64), u32)> = None;
     let slots = list
         .iter()
@@ -234,9 +236,11 @@ fn fragment(
     for (i, &(symbol, addend)) in targets.iter().enumerate() {
         relas.push(pc32(TARGETS_AT + 4 * i, symbol, addend));
     }
+    // The map sized for a probe name a site, the most interned names there usually are (a
+    // provider is shared by many probes), so that it is not rehashed as it grows.
     let mut pool = Pool {
         bytes: Vec::with_capacity(list.len() * 24),
-        ..Pool::default()
+        at: FxHashMap::with_capacity_and_hasher(list.len(), Default::default()),
     };
     // A function's sites are adjacent (sorted by offset): its names are written (and demangled)
     // once, and a probe's are looked up once per run of its sites. A run is told by its name's
