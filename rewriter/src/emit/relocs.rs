@@ -28,32 +28,33 @@ pub(super) fn renumber(
     let mut dropped: Vec<(usize, usize)> = Vec::with_capacity(sites.len());
     for s in sites {
         dropped.push(s.rela);
-        dropped.extend(s.guard.iter().flat_map(|g| g.relas));
+        if let Some(g) = &s.guard {
+            dropped.extend_from_slice(&g.relas);
+        }
     }
     dropped.sort_unstable();
     dropped.dedup();
-    let mut entries: Vec<usize> = Vec::new();
     let renumbered = syms.renumbered();
     let remap = |i: u32| syms.remap(i as usize) as u32;
     let file = out.file.clone();
     let mut rest = &dropped[..];
     for (i, sec) in out.sections.iter_mut().enumerate() {
         let linked = sec.sh_link() as usize == out.symtab;
+        // This section's run: the runs of the sections before it were taken already.
         let run = rest.partition_point(|&(s, _)| s <= i);
-        let (here, after) = rest.split_at(run);
+        let (dropped, after) = rest.split_at(run);
         rest = after;
-        entries.clear();
-        entries.extend(here.iter().filter(|&&(s, _)| s == i).map(|&(_, j)| j));
-        let dropped = &entries[..];
         match sec.sh_type() {
             t if t == elf::SHT_RELA.0 && linked => {
                 if !renumbered && dropped.is_empty() {
                     continue;
                 }
                 let mut relas: Vec<Rela64> = kept(sec.data.bytes(), dropped);
-                for r in relas.iter_mut().filter(|_| renumbered) {
-                    let (sym, ty) = (r.r_sym(LE, false), r.r_type(LE, false));
-                    r.set_r_info(LE, false, remap(sym), ty);
+                if renumbered {
+                    for r in &mut relas {
+                        let (sym, ty) = (r.r_sym(LE, false), r.r_type(LE, false));
+                        r.set_r_info(LE, false, remap(sym), ty);
+                    }
                 }
                 sec.set(Contents::Relas(relas));
             }
@@ -62,9 +63,11 @@ pub(super) fn renumber(
                     continue;
                 }
                 let mut rels: Vec<Rel64> = kept(sec.data.bytes(), dropped);
-                for r in rels.iter_mut().filter(|_| renumbered) {
-                    let (sym, ty) = (r.r_sym(LE), r.r_type(LE));
-                    r.set_r_info(LE, remap(sym), ty);
+                if renumbered {
+                    for r in &mut rels {
+                        let (sym, ty) = (r.r_sym(LE), r.r_type(LE));
+                        r.set_r_info(LE, remap(sym), ty);
+                    }
                 }
                 sec.set(Contents::Rels(rels));
             }
@@ -103,14 +106,15 @@ pub(super) fn renumber(
 }
 
 /// The entries of a table section, copied out of its bytes (as [`super::table`]), but for
-/// those at the indices `drop` lists (sorted, each an entry): the runs between them copied whole.
-fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[usize]) -> Vec<T> {
+/// those at the indices `drop` lists (`(section, entry)`, sorted, each entry once): the runs
+/// between them copied whole.
+fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[(usize, usize)]) -> Vec<T> {
     let whole = bytes.len() - bytes.len() % std::mem::size_of::<T>();
     let all = object::pod::slice_from_all_bytes::<T>(&bytes[..whole])
         .expect("object's ELF types are unaligned");
     let mut out = Vec::with_capacity(all.len().saturating_sub(drop.len()));
     let mut from = 0;
-    for &j in drop {
+    for &(_, j) in drop {
         out.extend_from_slice(&all[from..j]);
         from = j + 1;
     }
