@@ -135,14 +135,14 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         unsafe { core::slice::from_raw_parts(start as *const u8, stop - start) };
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
-    let mut recs: Vec<SiteRec> = Vec::with_capacity(bytes.len() / format::ENTRY_SIZE);
-    let room = recs.capacity() * core::mem::size_of::<SiteRec>();
-    crate::sys::populate_write(recs.as_ptr() as usize, room);
+    // Room for a record an entry, never freed (a site may be hit as long as the process runs).
+    let room = crate::sys::lasting_room::<SiteRec>(bytes.len() / format::ENTRY_SIZE);
+    let mut len = 0;
     // The records point at the table's info, made before them: its count of sites (for the
-    // profile points) is the capacity, an upper bound.
-    let info = site::TableInfo::leak(bytes, first_id, recs.capacity());
+    // profile points) is the room's, an upper bound.
+    let info = site::TableInfo::leak(bytes, first_id, room.len());
     let mut in_table = InTable::new();
-    let mut lookup = site::LookupBuilder::new(recs.capacity());
+    let mut lookup = site::LookupBuilder::new(room.len());
     let latency = crate::latency::wanted();
     // What a hook's hit records depends on its kind alone.
     let hook_records: [u8; 8] = core::array::from_fn(|k| {
@@ -165,13 +165,22 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
             in_table.set_pool(bytes, sites.pool());
         }
         in_table.check(bytes, &site);
-        let id = first_id + recs.len() as u32;
         lookup.push(site.site, site.form.is_tail());
-        recs.push(site_rec(id, info, &site, latency, &hook_records));
+        // Every entry takes ENTRY_SIZE bytes of the table: the room has one for each.
+        room[len].write(site_rec(
+            first_id + len as u32,
+            info,
+            &site,
+            latency,
+            &hook_records,
+        ));
+        len += 1;
     }
     // Ids are never reused, even after an object is unloaded.
-    NEXT_ID.store(first_id + recs.len() as u32, Ordering::Relaxed);
-    let recs: &'static [SiteRec] = recs.leak();
+    NEXT_ID.store(first_id + len as u32, Ordering::Relaxed);
+    // SAFETY: the first `len` records were written above, and the room is never freed.
+    let recs: &'static [SiteRec] =
+        unsafe { core::slice::from_raw_parts(room.as_ptr().cast(), len) };
     if reg.handlers.iter().any(Option::is_some) {
         for rec in recs {
             let mut mask = 0u64;
