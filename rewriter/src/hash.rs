@@ -2,7 +2,7 @@
 //! strings and small integers from the object being rewritten: the standard library's SipHash
 //! resists collisions an adversary picks, which costs about 15% of the rewriting and protects
 //! nothing here (a crafted object can only slow its own link). The multiply-and-rotate mix of
-//! rustc's `FxHasher`.
+//! rustc's `FxHasher`, finished with MurmurHash3's finalizer.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -605,7 +605,7 @@ pub fn populate_write(start: usize, len: usize) {
 /// Room for `n` values of `T` that is never freed, its pages made writable before it is
 /// returned ([`populate_write`]). Room of a megabyte or more (the site records of a table of
 /// 16,000 sites and more) is asked for in transparent huge pages where the kernel offers them
-/// (`madvise` mode, the usual default): one 2 MiB page is zeroed in about a quarter of the time
+/// (its `enabled` mode `always` or `madvise`): one 2 MiB page is zeroed in about a quarter of the time
 /// the 512 small pages it replaces take to fault in, and a program's start-up with every site
 /// enabled waits for it. Elsewhere, and when the mapping fails, it comes from the allocator.
 pub fn lasting_room<T>(n: usize) -> &'static mut [core::mem::MaybeUninit<T>] {

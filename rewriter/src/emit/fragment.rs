@@ -236,8 +236,8 @@ fn fragment(
     for (i, &(symbol, addend)) in targets.iter().enumerate() {
         relas.push(pc32(TARGETS_AT + 4 * i, symbol, addend));
     }
-    // The map sized for a probe name a site, the most interned names there usually are (a
-    // provider is shared by many probes), so that it is not rehashed as it grows.
+    // The map sized for one interned name a site, so that it is never rehashed as it grows:
+    // about what a fragment of probes needs (their providers are few), more than one of hooks.
     let mut pool = Pool {
         bytes: Vec::with_capacity(list.len() * 24),
         at: FxHashMap::with_capacity_and_hasher(list.len(), Default::default()),
