@@ -404,9 +404,7 @@ fn set_user_id_copy(exe: &Path, name: &str) -> (PathBuf, PathBuf) {
 fn bootprof_enable_is_ignored_in_secure_execution_mode() {
     // AT_SECURE is set when the effective user differs from the real one: a set-user-ID binary
     // owned by `nobody`, run by root.
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc_getuid() } != 0 {
-        eprintln!("skipped: needs root to make a set-user-ID binary");
+    if !as_root("make a set-user-ID binary") {
         return;
     }
     let w = Work::new("secure");
@@ -427,9 +425,7 @@ fn bootprof_enable_is_ignored_in_secure_execution_mode() {
 /// nothing is traced.
 #[test]
 fn the_lean_runtime_loads_no_library_in_secure_execution_mode() {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc_getuid() } != 0 {
-        eprintln!("skipped: needs root to make a set-user-ID binary");
+    if !as_root("make a set-user-ID binary") {
         return;
     }
     let w = Work::new("secure-lean");
@@ -486,6 +482,16 @@ fn the_lean_runtime_loads_no_library_in_secure_execution_mode() {
 extern "C" {
     #[link_name = "getuid"]
     fn libc_getuid() -> u32;
+}
+
+/// Whether the tests run as root; if not, says that the test, which needs root `to`, is skipped.
+fn as_root(to: &str) -> bool {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc_getuid() } == 0;
+    if !root {
+        eprintln!("skipped: needs root to {to}");
+    }
+    root
 }
 
 #[test]

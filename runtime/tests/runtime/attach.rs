@@ -299,9 +299,7 @@ fn the_programs_own_handler_gets_the_signals_that_are_not_knocks() {
 /// runtime's check of the peer's credentials; root may attach to another user's process.
 #[test]
 fn a_stranger_is_refused_and_root_is_let_in() {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { super::libc_getuid() } != 0 {
-        eprintln!("skipped: needs root to play another user");
+    if !super::as_root("play another user") {
         return;
     }
     let w = Work::new("attach-users");
@@ -416,9 +414,7 @@ fn attaching_can_be_turned_off_or_moved_and_setuid_programs_refuse() {
     assert!(listing.contains(" 0 enabled;"), "{listing}");
     t.finish();
 
-    // SAFETY: getuid has no preconditions.
-    if unsafe { super::libc_getuid() } != 0 {
-        eprintln!("skipped: needs root to make a set-user-ID binary");
+    if !super::as_root("make a set-user-ID binary") {
         return;
     }
     // A set-user-ID binary of user 65534, run by root: AT_SECURE.
