@@ -61,7 +61,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     }
     args.extend(runtime.args);
     let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
-    let (code, checked) = link::final_link(&line, args, &traced, dir.path())?;
+    let (code, checked) = link::final_link(&line, args, &traced, dir.path(), || dir.empty())?;
     if line.options.stats {
         let total = start.elapsed();
         eprintln!(
@@ -108,6 +108,19 @@ impl PrivateDir {
 
     fn path(&self) -> &Path {
         self.dir.as_ref().expect("present until dropped").path()
+    }
+
+    /// Removes the files in the directory, unless they are to be kept; the directory itself
+    /// goes when dropped. Errors are ignored, as dropping a `TempDir` ignores them.
+    fn empty(&self) {
+        if self.keep {
+            return;
+        }
+        if let Ok(entries) = std::fs::read_dir(self.path()) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 

@@ -143,6 +143,39 @@ fn failing_link_passes_exit_code_and_keeps_output() {
     }
 }
 
+/// A link over an existing output puts the new program in its place and leaves nothing else
+/// behind: no temporary beside the output, no private directory in `$TMPDIR`.
+#[test]
+fn relinking_replaces_the_output_and_leaves_nothing_behind() {
+    require!("cc");
+    let t = TempDir::new("relink");
+    let objects = compile_case(MULTI, MULTI_FILES, t.path());
+    let (bin, tmp) = (t.join("bin"), t.join("tmp"));
+    mkdir(&bin);
+    mkdir(&tmp);
+    let out = bin.join("app");
+    write(&out, "the previous output\n");
+    for round in 0..2 {
+        let o = run(
+            cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
+                .args(&objects)
+                .env("TMPDIR", &tmp),
+        );
+        o.no_panic();
+        o.ok();
+        let listed = |dir: &Path| -> Vec<_> {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect()
+        };
+        assert_eq!(listed(&bin), ["app"], "round {round}: beside the output");
+        assert!(listed(&tmp).is_empty(), "round {round}: left in TMPDIR");
+        let ran = run_multi(&out);
+        assert!(ran.stdout.contains("words 4"), "round {round}:{ran}");
+    }
+}
+
 /// The drop-in form (driver from $BOOTPROF_CC, default cc) links the same program as the
 /// explicit form; options come from $BOOTPROF_LINK_FLAGS.
 #[test]
@@ -308,6 +341,11 @@ fn keep_temps_prints_an_existing_directory() {
         .collect();
     assert!(!kept.is_empty(), "no kept directory printed:{o}");
     for dir in kept {
+        assert!(
+            dir.join("bootprof-stubs.o").is_file(),
+            "{}: the kept directory lost its files:{o}",
+            dir.display()
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }
