@@ -14,12 +14,13 @@
 //! Sources on the line are compiled first, with the line's compile flags, so their sites are
 //! rewritten too.
 
-use crate::args::{sniff, ArgKind, LinkLine};
+use crate::args::{ArgKind, LinkLine};
 use crate::error::Result;
 use crate::{driver, lto};
 use bootprof_format::file::FileKind;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What gathering produced.
 #[derive(Debug, Default)]
@@ -50,6 +51,8 @@ pub struct Input {
     pub path: PathBuf,
     /// What it is.
     pub kind: InputKind,
+    /// Its bytes, when mapped already to see what it is (the rewrite maps it otherwise).
+    pub data: Option<Arc<memmap2::Mmap>>,
 }
 
 /// What an input is, by its first bytes.
@@ -96,6 +99,7 @@ pub fn gather(line: &LinkLine, dir: &Path) -> Result<Gathered> {
             arg: first,
             path: out,
             kind: InputKind::Object,
+            data: None,
         });
     } else {
         g.inputs.extend(objects);
@@ -130,37 +134,46 @@ fn classify_inputs(line: &LinkLine, args: &[String]) -> Classified {
                 .and_then(|n| line.find_static_library(n))
             {
                 Some(path) => {
-                    c.push_archive(arg, path);
+                    let data = crate::elf::map(&path).ok().map(Arc::new);
+                    c.push_archive(arg, path, data);
                     continue;
                 }
                 None => continue,
             },
             _ => continue,
         };
-        let (kind, ir) = match sniff(&path) {
+        // Mapped once, here, for its first bytes and its section headers (at its end), and
+        // kept for the rewrite.
+        let data = crate::elf::map(&path).ok().map(Arc::new);
+        let bytes = data.as_deref().map_or(&[][..], |d| &d[..]);
+        let (kind, ir) = match bootprof_format::file::classify(bytes) {
             FileKind::Archive => {
-                c.push_archive(arg, path);
+                c.push_archive(arg, path, data);
                 continue;
             }
             FileKind::Bitcode => (InputKind::Object, Some(lto::Ir::Llvm)),
-            FileKind::Object => (
-                InputKind::Object,
-                crate::elf::map(&path).ok().and_then(|d| lto::object_ir(&d)),
-            ),
+            FileKind::Object => (InputKind::Object, lto::object_ir(bytes)),
             FileKind::Other if named_like_an_object(&path) => (InputKind::NotElf, None),
             FileKind::Other | FileKind::OtherElf => continue,
         };
         c.ir.add(ir);
-        c.objects.push((Input { arg, path, kind }, ir));
+        let input = Input {
+            arg,
+            path,
+            kind,
+            data,
+        };
+        c.objects.push((input, ir));
     }
     c
 }
 
 impl Classified {
-    /// Adds the archive at `path`, argument `arg`, with the IR of its members.
-    fn push_archive(&mut self, arg: usize, path: PathBuf) {
-        let kinds = crate::elf::map(&path)
-            .map(|d| lto::archive_ir(&d, &path))
+    /// Adds the archive at `path` (its bytes `data`), argument `arg`, with the IR of its
+    /// members.
+    fn push_archive(&mut self, arg: usize, path: PathBuf, data: Option<Arc<memmap2::Mmap>>) {
+        let kinds = (data.as_deref())
+            .map(|d| lto::archive_ir(d, &path))
             .unwrap_or_default();
         self.ir.add_all(kinds);
         self.archives.push((
@@ -168,6 +181,7 @@ impl Classified {
                 arg,
                 path,
                 kind: InputKind::Archive,
+                data,
             },
             kinds,
         ));
@@ -240,6 +254,7 @@ fn generate_code(
             arg: g.args.len(),
             kind: InputKind::Object,
             path,
+            data: None,
         });
         g.args.push(
             objects

@@ -64,8 +64,9 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     let (code, checked) = link::final_link(&line, args, &traced, dir.path(), || dir.empty())?;
     if line.options.stats {
         let total = start.elapsed();
-        eprintln!(
-            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3} codegen_ms={:.3} check_ms={:.3}",
+        // One write: stderr is unbuffered, and `eprintln!` writes each piece on its own.
+        let stats = format!(
+            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3} codegen_ms={:.3} check_ms={:.3}\n",
             rewrites.objects,
             archives,
             rewrites.relocations,
@@ -76,6 +77,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
             codegen.as_secs_f64() * 1e3,
             checked.as_secs_f64() * 1e3
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), stats.as_bytes());
     }
     Ok(code)
 }

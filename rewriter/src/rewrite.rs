@@ -197,7 +197,10 @@ fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
 }
 
 fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
-    let data = map(&input.path)?;
+    let data = match &input.data {
+        Some(data) => std::sync::Arc::clone(data),
+        None => std::sync::Arc::new(map(&input.path)?),
+    };
     let file = input.path.display().to_string();
     let mut done = Done::default();
     let new_at = |dir: &Path| private_name(dir, input.arg, &input.path);
