@@ -1,6 +1,6 @@
 //! Final link: takes the rewritten link line and the symbols to trace; runs the real driver with
 //! the output redirected to a temporary name beside the real one, has [`check`] look at what the
-//! linker reported and at the binary, and renames it into place only when the link succeeds and
+//! linker reported and at the binary, and puts it in place only when the link succeeds and
 //! the check passes, so a failed or refused link leaves the previous output untouched. The
 //! driver's output (less the trace lines asked for here) and exit status pass through.
 
@@ -15,7 +15,7 @@ use std::process::Stdio;
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
 /// a temporary file beside `line.output`, the linker reporting every file that references one of
-/// `traced`; checks the references and the binary, and renames the binary over `line.output`
+/// `traced`; checks the references and the binary, and puts the binary in `line.output`'s place
 /// when both are right (removing it otherwise). Once the linker has exited, `done_with_inputs`
 /// runs on a thread of its own beside the check (removing the rewritten inputs, a millisecond of
 /// freeing pages on a large link, need not wait for it). Returns the driver's exit code and the
