@@ -5,7 +5,7 @@
 //! linked program prints the plain program's result. Its figures come from tiny runs on a busy
 //! machine and are not looked at: timing is never asserted in a test.
 
-use crate::util::{link_bin, repo_root, require, run, skipped};
+use crate::util::{compile_c, link_bin, repo_root, require, run, skipped, write, TempDir};
 use std::process::Command;
 
 #[test]
@@ -36,4 +36,50 @@ fn every_benchmark_suite_runs_and_passes_its_checks() {
             "suite {suite} did not run:{out}"
         );
     }
+}
+
+/// `benches/linkbench/walltime` runs each link in turn and prints a line for each with its
+/// median over the first's; each output is there afterwards (removed and made again each run,
+/// or kept with `--relink`), and a command that fails stops it with the command's error.
+#[test]
+fn walltime_times_links_side_by_side() {
+    require!("python3", "cc");
+    let t = TempDir::new("walltime");
+    let src = t.join("main.c");
+    // No sites: the plain link must link it too (bootprof-link then passes the line through).
+    write(&src, "int main(void) { return 0; }\n");
+    let object = compile_c(&src, &t.join("main.o"), &[]);
+    let script = repo_root().join("benches/linkbench/walltime");
+    let (plain, linked) = (t.join("plain"), t.join("linked"));
+    for relink in [false, true] {
+        let mut c = Command::new(&script);
+        c.args(["--rounds", "2"]);
+        if relink {
+            c.arg("--relink");
+        }
+        c.args(["--", "cc", "-o"]).arg(&plain).arg(&object);
+        c.args(["--", link_bin(), "cc", "-o"])
+            .arg(&linked)
+            .arg(&object);
+        let out = run(&mut c);
+        assert_eq!(out.code, Some(0), "walltime failed:{out}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "a heading and a line a command:{out}");
+        assert!(lines[0].starts_with("# 2 rounds"), "{out}");
+        assert!(lines[1].contains("1.00x") && lines[1].ends_with(&format!("{}", object.display())));
+        assert!(
+            lines[2].contains("ms median") && lines[2].contains(link_bin()),
+            "{out}"
+        );
+        assert!(plain.is_file() && linked.is_file());
+    }
+    let out = run(Command::new(&script)
+        .args(["--", "cc", "-o"])
+        .arg(t.join("x"))
+        .arg(t.join("missing.o")));
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(
+        out.stderr.contains("failed") && out.stderr.contains("missing.o"),
+        "{out}"
+    );
 }
