@@ -40,7 +40,8 @@ fn every_benchmark_suite_runs_and_passes_its_checks() {
 
 /// `benches/linkbench/walltime` runs each link in turn and prints a line for each with its
 /// median over the first's; each output is there afterwards (removed and made again each run,
-/// or kept with `--relink`), and a command that fails stops it with the command's error.
+/// or kept with `--relink`), and a command that fails, or an option it does not know, stops it
+/// with the reason.
 #[test]
 fn walltime_times_links_side_by_side() {
     require!("python3", "cc");
@@ -82,4 +83,7 @@ fn walltime_times_links_side_by_side() {
         out.stderr.contains("failed") && out.stderr.contains("missing.o"),
         "{out}"
     );
+    let out = run(Command::new(&script).args(["--bogus", "--", "true"]));
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(out.stderr.contains("unknown option --bogus"), "{out}");
 }
