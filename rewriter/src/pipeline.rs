@@ -87,7 +87,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
 /// object's rewritten sections are freed once written, and by default glibc hands blocks of
 /// 128 KiB and more back to the kernel at once, so the next object faulted them in again, page
 /// by page, and every thread was interrupted to flush its TLB (1 ms of the 7 ms rewriting
-/// linkbench's 42 objects). Nothing elsewhere than glibc.
+/// linkbench's 42 objects). With another C library, nothing.
 pub fn keep_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets the allocator's thresholds; called before any thread starts.
