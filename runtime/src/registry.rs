@@ -633,7 +633,7 @@ fn bridge(sites: &Chosen, new: Bytes, (transient, done): (u8, u8)) -> Result<(),
 fn switch_call_alone(sites: &Chosen, new: Bytes, done: u8) -> Result<(), Error> {
     // SAFETY: no other thread exists and this one takes no signal until the writes are done:
     // no code runs the sites meanwhile.
-    unsafe { text::write_batch(&sites.writing(new, Part::Whole)) }.map_err(Error::Text)?;
+    unsafe { text::write_batch_alone(&sites.writing(new, Part::Whole)) }.map_err(Error::Text)?;
     text::sync_cores();
     sites.set(done);
     Ok(())

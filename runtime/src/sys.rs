@@ -609,44 +609,56 @@ pub fn populate_write(start: usize, len: usize) {
 /// the 512 small pages it replaces take to fault in, and a program's start-up with every site
 /// enabled waits for it. Elsewhere, and when the mapping fails, it comes from the allocator.
 pub fn lasting_room<T>(n: usize) -> &'static mut [core::mem::MaybeUninit<T>] {
-    const HUGE: usize = 2 << 20;
     let bytes = n * core::mem::size_of::<T>();
-    if bytes >= HUGE / 2 && core::mem::align_of::<T>() <= 4096 {
-        let len = bytes.next_multiple_of(HUGE);
-        // SAFETY: a new private anonymous mapping; only its aligned middle is kept.
-        let at = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len + HUGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at != libc::MAP_FAILED {
-            let (at, end) = (at as usize, at as usize + len + HUGE);
-            let start = at.next_multiple_of(HUGE);
-            // SAFETY: the parts of the mapping before and after the aligned room, ours alone.
-            unsafe {
-                if start > at {
-                    libc::munmap(at as *mut _, start - at);
-                }
-                if end > start + len {
-                    libc::munmap((start + len) as *mut _, end - (start + len));
-                }
-                // Advice only: a kernel without huge pages ignores it.
-                libc::madvise(start as *mut _, len, libc::MADV_HUGEPAGE);
-            }
+    if bytes >= HUGE_PAGE / 2 && core::mem::align_of::<T>() <= 4096 {
+        if let Some(start) = huge_room(bytes) {
             populate_write(start, bytes);
-            // SAFETY: `len` >= `bytes` fresh bytes, page-aligned, never unmapped; uninitialized
-            // values need no initialization.
+            // SAFETY: `bytes` fresh bytes, page-aligned, never unmapped; uninitialized values
+            // need no initialization.
             return unsafe { core::slice::from_raw_parts_mut(start as *mut _, n) };
         }
     }
     let room = Box::leak(Box::<[T]>::new_uninit_slice(n));
     populate_write(room.as_ptr() as usize, bytes);
     room
+}
+
+/// The size of a transparent huge page on x86-64.
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// A new private anonymous read-write mapping of `bytes` rounded up to whole huge pages, aligned
+/// to [`HUGE_PAGE`] and advised to be made of huge pages (advice only: a kernel without them
+/// ignores it), not yet populated; its start, or `None` when the mapping fails. Its length is
+/// `bytes.next_multiple_of(HUGE_PAGE)`; it is the caller's to unmap.
+pub fn huge_room(bytes: usize) -> Option<usize> {
+    let len = bytes.next_multiple_of(HUGE_PAGE);
+    // SAFETY: a new private anonymous mapping; only its aligned middle is kept.
+    let at = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len + HUGE_PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return None;
+    }
+    let (at, end) = (at as usize, at as usize + len + HUGE_PAGE);
+    let start = at.next_multiple_of(HUGE_PAGE);
+    // SAFETY: the parts of the mapping before and after the aligned room, ours alone.
+    unsafe {
+        if start > at {
+            libc::munmap(at as *mut _, start - at);
+        }
+        if end > start + len {
+            libc::munmap((start + len) as *mut _, end - (start + len));
+        }
+        libc::madvise(start as *mut _, len, libc::MADV_HUGEPAGE);
+    }
+    Some(start)
 }
 
 /// Sleeps for `ns` nanoseconds (the whole time, through interruptions).

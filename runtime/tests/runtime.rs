@@ -629,6 +629,62 @@ fn large_program_all_sites_enabled_then_disabled() {
     }
 }
 
+/// Every site of a program of 8,000 functions, 500 KB of code, enabled in call mode while it has
+/// one thread: the runs of pages holding sites are moved whole (copied into anonymous memory and
+/// put in place of the file's pages), the program computes the same and every site hits, and
+/// disabling gives back the file's bytes. Not moved: with `BOOTPROF_TEXT_WRITE=inplace`, a run
+/// with a page written before (as a debugger's breakpoint writes one), pages moved before (the
+/// second round), and while another thread runs.
+#[test]
+fn large_runs_of_code_moved_whole_only_when_alone_and_unwritten() {
+    const FUNCS: usize = 8000;
+    let w = Work::new("moved");
+    let mut h = format!("#define FUNCS {FUNCS}\n");
+    for i in 0..FUNCS {
+        h.push_str(&format!(
+            "__attribute__((noinline)) long f{i}(long x) {{ return x * {} + {i}; }}\n",
+            i % 7 + 2
+        ));
+    }
+    h.push_str("static long (*const table[])(long) = {");
+    for i in 0..FUNCS {
+        h.push_str(&format!("f{i},"));
+    }
+    h.push_str("};\n");
+    std::fs::write(w.path("moved_funcs.h"), h).unwrap();
+    let include = w.0.display().to_string();
+    let flags = [
+        "-O1",
+        "-pg",
+        "-mfentry",
+        "-falign-functions=64",
+        "-I",
+        &include,
+    ];
+    let exe = w.build("moved", &["moved.c"], &flags, &[]);
+    let rounds = |how: &str, env: &[(&str, &str)]| -> Vec<(u64, bool)> {
+        let out = ok(&run(&exe, &[how], env));
+        out.lines()
+            .map(|l| {
+                let moved = l.split(' ').nth(3).and_then(|n| n.parse().ok());
+                (moved.expect(&out), l.ends_with("middle moved"))
+            })
+            .collect()
+    };
+    let fresh = rounds("fresh", &[]);
+    assert!(
+        fresh[0].0 >= 64 * 4096 && fresh[0].1,
+        "moved at the first enable: {fresh:?}"
+    );
+    assert_eq!(fresh[1], (0, true), "the second round: pages moved stay");
+    let kept = [(0, false), (0, false)];
+    assert_eq!(rounds("fresh", &[("BOOTPROF_TEXT_WRITE", "inplace")]), kept);
+    assert_eq!(rounds("thread", &[]), kept);
+    let written = rounds("written", &[]);
+    eprintln!("fresh {fresh:?}, written {written:?}");
+    assert!(!written[0].1, "the written page's run moved: {written:?}");
+}
+
 #[test]
 fn hooks_give_function_and_parent_without_reentry_for_fentry_and_mcount() {
     let w = Work::new("hooks");
