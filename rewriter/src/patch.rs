@@ -34,7 +34,106 @@ struct Call<'c> {
 }
 
 /// Verifies the candidates and guards of `scanned`.
-pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
+pub fn verify(scanned: Scanned<'_>) -> Result<Plan<'_>> {
+    verify_with(scanned, None::<fn(Deferred<'_>)>)
+}
+
+/// The instruction-boundary checks of the calls in sections of at least [`DEFER_MIN`] bytes,
+/// handed over by [`verify_deferring`] for [`Deferred::work`]: for each such section its bytes and the
+/// calls as (the offset their function starts at, the call's offset), in that order.
+#[derive(Default)]
+pub struct Deferred<'d> {
+    sections: Vec<DeferredSection<'d>>,
+    /// The next chunk of [`Deferred::chunks`] to take.
+    next: std::sync::atomic::AtomicUsize,
+    /// Chunks of calls (section, first call, end), whole functions each.
+    chunks: Vec<(usize, usize, usize)>,
+}
+
+/// A section's bytes and the calls whose boundary checks [`Deferred`] holds: (the offset their
+/// function starts at, the call's offset).
+type DeferredSection<'d> = (&'d [u8], Vec<(usize, usize)>);
+
+/// The smallest section whose boundary checks [`verify_deferring`] defers: the sections of an
+/// object compiled with `-finstrument-functions` hold most of its code, each function decoded
+/// from its first byte to its exit hook (a 1.3 MB `.text` takes 5-6 ms on one CPU).
+pub const DEFER_MIN: usize = 128 << 10;
+
+/// Calls of a chunk of [`Deferred`]: enough for a chunk's decoding to outweigh taking it.
+const CHUNK_CALLS: usize = 512;
+
+impl Deferred<'_> {
+    /// Whether there is nothing to check.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Takes chunks of checks until none is left (several threads may work at once); whether
+    /// every call this thread checked is on an instruction boundary.
+    pub fn work(&self) -> bool {
+        let mut all = true;
+        let (mut starts, mut ok) = (Vec::new(), Vec::new());
+        loop {
+            let k = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&(sec, lo, hi)) = self.chunks.get(k) else {
+                return all;
+            };
+            let (text, calls) = &self.sections[sec];
+            for group in calls[lo..hi].chunk_by(|a, b| a.0 == b.0) {
+                starts.clear();
+                starts.extend(group.iter().map(|c| c.1));
+                ok.clear();
+                ok.resize(starts.len(), false);
+                decode::on_boundaries(text, group[0].0, &starts, &mut ok);
+                all &= ok.iter().all(|&o| o);
+            }
+        }
+    }
+
+    /// Cuts the calls of each section into chunks of whole functions.
+    fn cut(&mut self) {
+        for (sec, (_, calls)) in self.sections.iter().enumerate() {
+            let mut lo = 0;
+            while lo < calls.len() {
+                let mut hi = (lo + CHUNK_CALLS).min(calls.len());
+                while hi < calls.len() && calls[hi].0 == calls[hi - 1].0 {
+                    hi += 1;
+                }
+                self.chunks.push((sec, lo, hi));
+                lo = hi;
+            }
+        }
+    }
+}
+
+/// [`verify`], with the instruction-boundary checks of large sections handed to `hand_over` as
+/// soon as their calls are recognised, for [`Deferred::work`] (on other threads, beside the
+/// making of the sites and the writing of the new object), and their calls taken for sites
+/// meanwhile. `hand_over` is not called when no section is that large. When a deferred check
+/// fails, the plan is not to be used: [`verify`] then says which call is not an instruction.
+pub fn verify_deferring<'d>(
+    scanned: Scanned<'d>,
+    hand_over: impl FnOnce(Deferred<'d>),
+) -> Result<Plan<'d>> {
+    verify_with(scanned, Some(hand_over))
+}
+
+/// Whether [`verify_deferring`] would defer checks of `scanned`: it has a section of calls of
+/// at least [`DEFER_MIN`] bytes.
+pub fn defers(scanned: &Scanned<'_>) -> bool {
+    scanned.candidates.keys().any(|&sec| {
+        scanned
+            .object
+            .section_data(sec)
+            .is_ok_and(|t| t.len() >= DEFER_MIN)
+    })
+}
+
+/// [`verify`], handing the boundary checks of large sections to `hand_over` when given.
+fn verify_with<'d>(
+    mut scanned: Scanned<'d>,
+    hand_over: Option<impl FnOnce(Deferred<'d>)>,
+) -> Result<Plan<'d>> {
     let mut not_sites = std::mem::take(&mut scanned.not_sites);
     let mut guard_sites = guard::guards(&scanned)?;
     let mut wanted = vec![false; scanned.object.sections.len()];
@@ -50,21 +149,34 @@ pub fn verify(mut scanned: Scanned<'_>) -> Result<Plan<'_>> {
     // copied them all each time.
     let candidates: usize = scanned.candidates.values().map(Vec::len).sum();
     let mut sites = Vec::with_capacity(candidates + guard_sites.len());
+    // Every section's calls recognised first, so that the deferred boundary checks can start
+    // while the sites are made.
+    let mut recognised = Vec::with_capacity(scanned.candidates.len());
     for (&sec, candidates) in &scanned.candidates {
         let mut candidates: Vec<&Candidate> = candidates.iter().collect();
         candidates.sort_by_key(|c| c.r_offset);
         let text = scanned.object.section_data(sec)?;
         let funcs = funcs_of(sec);
-        let recognised = recognise_all(&scanned, sec, text, funcs, &candidates, &mut not_sites)?;
-        check_boundaries(
-            &scanned,
-            sec,
-            text,
-            funcs,
-            recognised,
-            &mut sites,
-            &mut not_sites,
-        )?;
+        let calls = recognise_all(&scanned, sec, text, funcs, &candidates, &mut not_sites)?;
+        recognised.push((sec, text, calls));
+    }
+    let mut later = Deferred::default();
+    let handing = hand_over.is_some();
+    let deferring = |text: &[u8]| handing && text.len() >= DEFER_MIN;
+    for (_, text, calls) in &recognised {
+        if deferring(text) {
+            let calls = calls.iter().map(|c| (c.from, c.start)).collect();
+            later.sections.push((*text, calls));
+        }
+    }
+    if let Some(hand_over) = hand_over.filter(|_| !later.sections.is_empty()) {
+        later.cut();
+        hand_over(later);
+    }
+    for (sec, text, calls) in recognised {
+        let decode = !deferring(text);
+        let found = (&mut sites, &mut not_sites);
+        check_boundaries(&scanned, (sec, text), funcs_of(sec), calls, found, decode)?;
     }
     for g in &mut guard_sites {
         place_guard(&scanned.object, g, funcs_of(g.section))?;
@@ -148,15 +260,16 @@ fn recognise_all<'c>(
 }
 
 /// Checks that each recognised call is on an instruction boundary (one linear decode per
-/// function) and that no symbol starts inside it; hands the good ones on as sites.
+/// function) and that no symbol starts inside it; hands the good ones on as sites. Without
+/// `decode`, the boundary checks are left to [`Deferred`], and every call is taken for an
+/// instruction meanwhile.
 fn check_boundaries<'d>(
     scanned: &Scanned<'d>,
-    sec: usize,
-    text: &[u8],
+    (sec, text): (usize, &[u8]),
     funcs: &[Func<'d>],
     recognised: Vec<Call<'_>>,
-    sites: &mut Vec<SiteInfo<'d>>,
-    not_sites: &mut Vec<NotASite>,
+    (sites, not_sites): (&mut Vec<SiteInfo<'d>>, &mut Vec<NotASite>),
+    decode: bool,
 ) -> Result<()> {
     let section_name: Arc<str> = scanned.object.section_name(sec).into();
     let cursor = Cursor::new(funcs);
@@ -164,8 +277,11 @@ fn check_boundaries<'d>(
     for group in recognised.chunk_by(|a, b| a.from == b.from) {
         starts.clear();
         starts.extend(group.iter().map(|v| v.start));
-        ok.resize(starts.len(), false);
-        decode::on_boundaries(text, group[0].from, &starts, &mut ok[..starts.len()]);
+        ok.clear();
+        ok.resize(starts.len(), !decode);
+        if decode {
+            decode::on_boundaries(text, group[0].from, &starts, &mut ok);
+        }
         for (v, &ok) in group.iter().zip(&ok) {
             let c = v.candidate;
             if !ok {

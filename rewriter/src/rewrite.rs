@@ -46,12 +46,43 @@ pub fn rewrite_pieces<'d>(
     data: &'d [u8],
     file: &str,
 ) -> Result<(Option<emit::Emitted<'d>>, Found<'d>)> {
-    let plan = patch::verify(scan::scan(data, file)?)?;
-    let emitted = match &plan.object {
-        Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
-        None => None,
+    let scanned = scan::scan(data, file)?;
+    let emit_plan = |plan: patch::Plan<'d>| -> Result<_> {
+        let emitted = match &plan.object {
+            Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
+            None => None,
+        };
+        Ok((emitted, plan.found))
     };
-    Ok((emitted, plan.found))
+    if !patch::defers(&scanned) {
+        return emit_plan(patch::verify(scanned)?);
+    }
+    // The instruction-boundary checks of the large sections (an object compiled with
+    // `-finstrument-functions`: each function decoded up to its exit hook) on another thread
+    // from the moment their calls are recognised, while this one makes the sites and writes
+    // the new object, then on both.
+    let deferred = std::sync::OnceLock::new();
+    let (checked, done) = std::thread::scope(|s| {
+        let (ready, wait) = std::sync::mpsc::channel::<()>();
+        let deferred = &deferred;
+        let helper = s.spawn(move || {
+            wait.recv().is_err() || deferred.get().is_none_or(patch::Deferred::work)
+        });
+        let plan = patch::verify_deferring(scanned, |d| {
+            let _ = deferred.set(d);
+            let _ = ready.send(());
+        });
+        drop(ready);
+        let done = plan.and_then(emit_plan);
+        let mine = deferred.get().is_none_or(patch::Deferred::work);
+        (helper.join().unwrap_or(false) && mine, done)
+    });
+    if checked {
+        return done;
+    }
+    // A call that is not an instruction (taken for one meanwhile, which may have made another
+    // error): verified again without deferring, which says which.
+    emit_plan(patch::verify(scan::scan(data, file)?)?)
 }
 
 /// What rewriting every input produced.

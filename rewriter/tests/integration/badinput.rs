@@ -451,6 +451,46 @@ fn symbol_starting_inside_a_call_site() {
     );
 }
 
+/// A call's bytes inside another instruction: an `e8` and a call relocation against a probe in
+/// the immediate of a `movabs`, which decoding from the function's start steps over. Refused,
+/// naming the object, section, offset and probe, both in a small section (checked as the sites
+/// are made) and in one of 256 KiB (checked on another thread while the new object is written,
+/// then verified again to say which call).
+#[test]
+fn call_hidden_inside_another_instruction() {
+    require!("cc");
+    let s = Setup::new("bad-hidden-call");
+    for (name, pad) in [("small", 16), ("large", 256 << 10)] {
+        let src = s.t.join(format!("{name}.s"));
+        write(
+            &src,
+            format!(
+                ".text\n.globl main\n.type main,@function\nmain:\n\
+                 call __dtrace_sdt_ok__first\n\
+                 .byte 0x48, 0xb8, 0xe8\n\
+                 .reloc ., R_X86_64_PLT32, __dtrace_sdt_bad__hidden - 4\n\
+                 .long 0\n.byte 0, 0, 0\n\
+                 xor %eax, %eax\n   ret\n\
+                 .size main, .-main\n\
+                 .type pad,@function\npad:\n.skip {pad}, 0x90\n   ret\n.size pad, .-pad\n\
+                 .section .note.GNU-stack,\"\",@progbits\n"
+            ),
+        );
+        let obj = compile_c(&src, &s.t.join(format!("{name}.o")), &[]);
+        let o = s.link(&[&obj]);
+        s.check_failed(
+            &o,
+            &[
+                &format!("{name}.o"),
+                ".text",
+                "offset 0x8",
+                "__dtrace_sdt_bad__hidden",
+                "not on an instruction boundary",
+            ],
+        );
+    }
+}
+
 /// An archive holding the good object, built by `ar`, and its bytes.
 fn archive_of(s: &Setup, name: &str) -> (PathBuf, Vec<u8>) {
     let lib = s.t.join(name);

@@ -1,6 +1,7 @@
 //! Times the rewriting core alone: `rewrite_object` over every object named on the command line,
-//! in process and on one thread, with the inputs already in memory (no file I/O, no temporary
-//! files, no link). Prints one line: `scanbench: objects=N relocations=N sites=N passes=N
+//! in process and on one thread (but that a section of 128 KiB or more shares its
+//! instruction-boundary checks with a second thread, as in `bootprof-link`), with the inputs
+//! already in memory (no file I/O, no temporary files, no link). Prints one line: `scanbench: objects=N relocations=N sites=N passes=N
 //! median_ms=F min_ms=F mrelocs_per_s=F` (throughput from the median pass).
 //!
 //! usage: bootprof-scanbench [--passes N] OBJECT...
