@@ -105,14 +105,100 @@ pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut
     }
 }
 
-/// Length of the instruction at the start of `code`: [`length::length`]'s, else iced-x86's
+/// [`on_boundaries`] for many functions, two decoded side by side, one instruction of each in
+/// turn: `calls` are (the offset a function starts at, a call's offset) in function order and,
+/// within a function, in offset order; `flag` is told each call's index in `calls` and whether
+/// it is on an instruction boundary. Each decoding is a chain in which an instruction's place
+/// waits for the length of the one before; two chains side by side keep the CPU busy where one
+/// leaves it waiting. The calls are cut in two halves at a function's start, each half's
+/// functions decoded one after another in its lane.
+pub(crate) fn on_boundaries_lanes(
+    text: &[u8],
+    calls: &[(usize, usize)],
+    mut flag: impl FnMut(usize, bool),
+) {
+    let mut mid = calls.len() / 2;
+    while mid > 0 && mid < calls.len() && calls[mid].0 == calls[mid - 1].0 {
+        mid += 1;
+    }
+    let mut a = Lane::new(&calls[..mid], 0);
+    let mut b = Lane::new(&calls[mid..], mid);
+    loop {
+        match (a.settle(text, &mut flag), b.settle(text, &mut flag)) {
+            (true, true) => {
+                a.step(text);
+                b.step(text);
+            }
+            (true, false) => a.step(text),
+            (false, true) => b.step(text),
+            (false, false) => return,
+        }
+    }
+}
+
+/// One lane of [`on_boundaries_lanes`]: the calls it has left, the index of the first, and
+/// where the decoding of the current function is.
+struct Lane<'a> {
+    calls: &'a [(usize, usize)],
+    index: usize,
+    function: Option<usize>,
+    pos: usize,
+    stuck: bool,
+}
+
+impl<'a> Lane<'a> {
+    fn new(calls: &'a [(usize, usize)], index: usize) -> Self {
+        Lane {
+            calls,
+            index,
+            function: None,
+            pos: 0,
+            stuck: false,
+        }
+    }
+
+    /// Flags the calls the decoding has reached or passed (starting each function's decoding
+    /// at its start); whether calls are left, the next one ahead.
+    #[inline(always)]
+    fn settle(&mut self, text: &[u8], flag: &mut impl FnMut(usize, bool)) -> bool {
+        while let Some((&(from, s), rest)) = self.calls.split_first() {
+            if self.function != Some(from) {
+                (self.function, self.pos, self.stuck) = (Some(from), from, from > text.len());
+            }
+            if !self.stuck && self.pos < s {
+                return true;
+            }
+            flag(self.index, !self.stuck && self.pos == s);
+            (self.calls, self.index) = (rest, self.index + 1);
+        }
+        false
+    }
+
+    /// One instruction further (as [`on_boundaries`]: the end of `text` or an instruction that
+    /// cannot be decoded ends the decoding).
+    #[inline(always)]
+    fn step(&mut self, text: &[u8]) {
+        match text.get(self.pos..).and_then(instruction_length) {
+            Some(len) if self.pos < text.len() => self.pos += len,
+            _ => self.stuck = true,
+        }
+    }
+}
+
+/// Length of the instruction at the start of `code`: [`length::fast_length`]'s, else iced-x86's
 /// (which the length tables defer to for anything they do not know); `None` when iced finds
 /// no valid instruction there (an invalid opcode, or one running past `code`).
+#[inline(always)]
 fn instruction_length(code: &[u8]) -> Option<usize> {
-    length::length(code).or_else(|| {
-        let insn = Decoder::new(64, code, DecoderOptions::NONE).decode();
-        (!insn.is_invalid()).then(|| insn.len())
-    })
+    length::fast_length(code).or_else(|| iced_length(code))
+}
+
+/// iced-x86's length of the instruction at the start of `code`, `None` when it is invalid.
+#[cold]
+#[inline(never)]
+fn iced_length(code: &[u8]) -> Option<usize> {
+    let insn = Decoder::new(64, code, DecoderOptions::NONE).decode();
+    (!insn.is_invalid()).then(|| insn.len())
 }
 
 #[cfg(test)]
@@ -155,6 +241,66 @@ mod tests {
         assert_eq!(boundaries(1, &[1, 6, 11]), [true, true, true]);
         assert_eq!(boundaries(1, &[1, 7]), [true, false]);
         assert_eq!(boundaries(18, &[18]), [false]);
+    }
+
+    /// Functions decoded two side by side flag each call as each decoded alone does: on this
+    /// test program's code, from starts that are instructions and starts that are not, with
+    /// calls on boundaries, inside instructions and past the end, in lanes of unequal work.
+    #[test]
+    fn lanes_flag_as_one_function_alone() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let text = &exe[exe.len() / 4..exe.len() / 4 + (256 << 10)];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let (mut reached, mut compared) = (0, 0);
+        for _ in 0..200 {
+            let mut calls = Vec::new();
+            let mut from = next(4096);
+            for _ in 0..next(30) {
+                let mut starts: Vec<usize> = (0..next(6)).map(|_| from + next(400)).collect();
+                if next(8) == 0 {
+                    starts.push(text.len() + 3);
+                }
+                // Some calls put where decoding arrives, so that some are on boundaries.
+                let mut pos = from;
+                for _ in 0..next(40) {
+                    match text.get(pos..).and_then(instruction_length) {
+                        Some(n) => pos += n,
+                        None => break,
+                    }
+                }
+                starts.push(pos);
+                starts.sort();
+                calls.extend(starts.into_iter().map(|s| (from, s)));
+                from += 1 + next(8192);
+            }
+            let mut side_by_side = vec![None; calls.len()];
+            on_boundaries_lanes(text, &calls, |i, ok| {
+                assert!(
+                    side_by_side[i].replace(ok).is_none(),
+                    "call {i} flagged twice"
+                );
+            });
+            let mut alone = Vec::new();
+            for group in calls.chunk_by(|a, b| a.0 == b.0) {
+                let starts: Vec<usize> = group.iter().map(|c| c.1).collect();
+                let mut ok = vec![false; starts.len()];
+                on_boundaries(text, group[0].0, &starts, &mut ok);
+                alone.extend(ok.into_iter().map(Some));
+            }
+            assert_eq!(side_by_side, alone, "{calls:x?}");
+            reached += alone.iter().filter(|&&o| o == Some(true)).count();
+            compared += alone.len();
+        }
+        assert!(
+            reached > 500 && reached < compared,
+            "{reached} of {compared} on boundaries"
+        );
     }
 
     /// Each form's bytes, with any displacement, are the instruction `recognise` takes them for.

@@ -72,21 +72,13 @@ impl Deferred<'_> {
     /// every call this thread checked is on an instruction boundary.
     pub fn work(&self) -> bool {
         let mut all = true;
-        let (mut starts, mut ok) = (Vec::new(), Vec::new());
         loop {
             let k = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(&(sec, lo, hi)) = self.chunks.get(k) else {
                 return all;
             };
             let (text, calls) = &self.sections[sec];
-            for group in calls[lo..hi].chunk_by(|a, b| a.0 == b.0) {
-                starts.clear();
-                starts.extend(group.iter().map(|c| c.1));
-                ok.clear();
-                ok.resize(starts.len(), false);
-                decode::on_boundaries(text, group[0].0, &starts, &mut ok);
-                all &= ok.iter().all(|&o| o);
-            }
+            decode::on_boundaries_lanes(text, &calls[lo..hi], |_, ok| all &= ok);
         }
     }
 
