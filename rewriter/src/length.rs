@@ -40,10 +40,13 @@ pub(crate) fn length(code: &[u8]) -> Option<usize> {
     // Legacy prefixes: operand size, rep/repne, and the segment overrides (`cs`/`ds` also
     // mean branch hints and `notrack`). One `f2`/`f3` at most: with two, which one is the
     // mandatory prefix of an SSE instruction is a rule left to iced.
+    // `lock` (alone, first) only on the read-modify-write forms of [`lockable`].
+    let lock = code.first() == Some(&0xf0);
+    i += usize::from(lock);
     loop {
         match *code.get(i)? {
             0x66 => p.operand_size = true,
-            0xf2 | 0xf3 if p.rep == 0 => p.rep = code[i],
+            0xf2 | 0xf3 if p.rep == 0 && !lock => p.rep = code[i],
             0x26 | 0x2e | 0x36 | 0x3e | 0x64 | 0x65 => {}
             _ => break,
         }
@@ -56,6 +59,9 @@ pub(crate) fn length(code: &[u8]) -> Option<usize> {
         byte = *code.get(i)?;
     }
     let rest = &code[i + 1..];
+    if lock && !lockable(byte, rest)? {
+        return None;
+    }
     let tail = if byte == 0x0f {
         two_byte(rest, p)?
     } else {
@@ -63,6 +69,31 @@ pub(crate) fn length(code: &[u8]) -> Option<usize> {
     };
     let len = i + 1 + tail;
     (len <= 15 && len <= code.len()).then_some(len)
+}
+
+/// Whether `lock` may come before opcode `op` followed by `rest` (its ModRM byte first): the
+/// read-modify-write instructions with a memory destination that compilers emit for atomics
+/// (`add`, `or`, `adc`, `sbb`, `and`, `sub`, `xor`, `xchg`, `inc`, `dec`, `not`, `neg`,
+/// `cmpxchg`, `xadd`, `bts`, `btr`, `btc`); `None` when `rest` is too short to tell.
+fn lockable(op: u8, rest: &[u8]) -> Option<bool> {
+    let (first, after) = (*rest.first()?, rest.get(1));
+    let (m, second) = match op {
+        0x0f => (*after?, Some(first)),
+        _ => (first, None),
+    };
+    let reg = (m >> 3) & 7;
+    Some(
+        m < 0xc0
+            && match (op, second) {
+                (0x00..=0x33, None) => op & 7 < 2 && op & 0x38 != 0x38,
+                (0x80 | 0x81 | 0x83, None) => reg != 7,
+                (0x86 | 0x87, None) => true,
+                (0xf6 | 0xf7, None) => reg == 2 || reg == 3,
+                (0xfe | 0xff, None) => reg < 2,
+                (0x0f, Some(0xb0 | 0xb1 | 0xc0 | 0xc1 | 0xab | 0xb3 | 0xbb)) => true,
+                _ => false,
+            },
+    )
 }
 
 /// [`length`], by tables where it can: an instruction of at most one REX prefix and no legacy
@@ -282,9 +313,46 @@ fn one_byte(op: u8, rest: &[u8], p: Prefixes) -> Option<usize> {
         0xf7 if reg()? >= 2 => modrm(0),
         0xfe if reg()? <= 1 => modrm(0),
         0xff if matches!(reg()?, 0 | 1 | 2 | 4 | 6) => modrm(0),
+        // x87, without a legacy prefix: the forms iced-x86 takes for instructions.
+        0xd8..=0xdf if !p.operand_size && p.rep == 0 => {
+            let m = *rest.first()?;
+            let i = usize::from(op - 0xd8);
+            let valid = match m {
+                0xc0.. => X87_REGISTER_FORMS[i] >> (m - 0xc0) & 1,
+                _ => u64::from(X87_MEMORY_FORMS[i] >> ((m >> 3) & 7) & 1),
+            };
+            (valid != 0).then_some(())?;
+            modrm(0)
+        }
         _ => None,
     }
 }
+
+/// For each x87 opcode `d8` to `df`: the ModRM `reg` values that name an instruction when the
+/// ModRM byte names memory (bit `reg`).
+const X87_MEMORY_FORMS: [u8; 8] = [
+    0b1111_1111,
+    0b1111_1101,
+    0b1111_1111,
+    0b1010_1111,
+    0b1111_1111,
+    0b1101_1111,
+    0b1111_1111,
+    0b1111_1111,
+];
+
+/// For each x87 opcode `d8` to `df`: the ModRM bytes `c0` to `ff` that name an instruction
+/// (bit `modrm - 0xc0`).
+const X87_REGISTER_FORMS: [u64; 8] = [
+    0xffff_ffff_ffff_ffff,
+    0xffff_7f33_ff01_ffff,
+    0x0000_0200_ffff_ffff,
+    0x00ff_ff1f_ffff_ffff,
+    0xffff_ffff_ffff_ffff,
+    0x0000_ffff_ffff_ffff,
+    0xffff_ffff_02ff_ffff,
+    0x00ff_ff01_ffff_ffff,
+];
 
 /// Whether `op` is a relative jump that `0x66` would make a 16-bit one: left to iced.
 fn jumps_with_66(op: u8, p: Prefixes) -> bool {
@@ -299,7 +367,7 @@ fn two_byte(rest: &[u8], p: Prefixes) -> Option<usize> {
     let sse = matches!(
         op,
         0x10 | 0x11 | 0x14 | 0x15 | 0x28 | 0x29 | 0x2a | 0x2c | 0x2d | 0x51 | 0x54..=0x59
-            | 0x5c..=0x5f | 0x6f | 0x7f | 0x5a | 0xef
+            | 0x5c..=0x5f | 0x6f | 0x70 | 0x7e | 0x7f | 0x5a | 0xef | 0xc2
     );
     // `f2`/`f3` only where the tables below say what they mean; with `66` as well on an SSE
     // instruction, which of them is the mandatory prefix is iced's rule.
@@ -315,7 +383,7 @@ fn two_byte(rest: &[u8], p: Prefixes) -> Option<usize> {
         0x05 | 0x0b | 0xa2 | 0xc8..=0xcf => Some(1),
         0x1f if (after.first()? >> 3) & 7 == 0 => modrm(0),
         0x80..=0x8f if !p.operand_size => Some(5),
-        0x40..=0x4f | 0x90..=0x9f | 0xa3 | 0xa5 | 0xab | 0xad | 0xaf => modrm(0),
+        0x40..=0x4f | 0x90..=0x9f | 0xa3 | 0xa5 | 0xab | 0xad | 0xaf | 0xb3 | 0xbb => modrm(0),
         0xb0 | 0xb1 | 0xb6 | 0xb7 | 0xbe | 0xbf | 0xc0 | 0xc1 => modrm(0),
         0xbc | 0xbd if p.rep != 0xf2 => modrm(0),
         0xb8 if p.rep == 0xf3 => modrm(0),
@@ -328,6 +396,34 @@ fn two_byte(rest: &[u8], p: Prefixes) -> Option<usize> {
         0x2a | 0x2c | 0x2d if p.rep != 0 => modrm(0),
         0x2e | 0x2f if p.rep == 0 => modrm(0),
         0x6f | 0x7f if p.rep != 0xf2 => modrm(0),
+        // MMX, or SSE2 under `66`: the integer forms.
+        0x60..=0x6b
+        | 0x6e
+        | 0x74..=0x76
+        | 0xd1..=0xd5
+        | 0xd8..=0xdf
+        | 0xe0..=0xe5
+        | 0xe8..=0xee
+        | 0xf1..=0xf6
+        | 0xf8..=0xfe
+            if p.rep == 0 =>
+        {
+            modrm(0)
+        }
+        // SSE2 only.
+        0x6c | 0x6d | 0xd6 if p.operand_size && p.rep == 0 => modrm(0),
+        // `pshufw`, `pshufd`, `pshufhw`, `pshuflw`.
+        0x70 => modrm(1),
+        // `movd`, `movq` (`f3`).
+        0x7e if p.rep != 0xf2 => modrm(0),
+        // `movlps`/`movhps` (or `movhlps`/`movlhps` between registers); under `66`, `movlpd`
+        // and `movhpd`, memory only; the stores, memory only.
+        0x12 | 0x16 if p.rep == 0 && (!p.operand_size || *after.first()? < 0xc0) => modrm(0),
+        0x13 | 0x17 if p.rep == 0 && *after.first()? < 0xc0 => modrm(0),
+        // `cmpps`/`cmppd`/`cmpss`/`cmpsd`, `shufps`/`shufpd`, `pinsrw`; `pextrw` from a register.
+        0xc2 => modrm(1),
+        0xc4 | 0xc6 if p.rep == 0 => modrm(1),
+        0xc5 if p.rep == 0 && *after.first()? >= 0xc0 => modrm(1),
         _ => None,
     }
 }
@@ -402,6 +498,16 @@ mod tests {
             (&[0x0f, 0x85, 1, 2, 3, 4], 6),                   // jne rel32
             (&[0xf2, 0x0f, 0x10, 0x05, 1, 2, 3, 4], 8),       // movsd x(%rip),%xmm0
             (&[0x2e, 0x48, 0x8d, 0x84, 0x00, 1, 2, 3, 4], 9), // cs lea
+            (&[0x66, 0x0f, 0x6e, 0xc0], 4),                   // movd %eax,%xmm0
+            (&[0x66, 0x48, 0x0f, 0x7e, 0xc0], 5),             // movq %xmm0,%rax
+            (&[0xf3, 0x0f, 0x7e, 0x44, 0x24, 8], 6),          // movq 0x8(%rsp),%xmm0
+            (&[0x66, 0x0f, 0x70, 0xc1, 0x4e], 5),             // pshufd $0x4e,%xmm1,%xmm0
+            (&[0xdb, 0x6c, 0x24, 0x10], 4),                   // fldt 0x10(%rsp)
+            (&[0xd9, 0xc9], 2),                               // fxch %st(1)
+            (&[0xf0, 0x48, 0x83, 0x0c, 0x24, 0x00], 6),       // lock orq $0,(%rsp)
+            (&[0x0f, 0x16, 0x44, 0x24, 8], 5),                // movhps 0x8(%rsp),%xmm0
+            (&[0x66, 0x0f, 0xc5, 0xc0, 1], 5),                // pextrw $1,%xmm0,%eax
+            (&[0xf2, 0x0f, 0xc2, 0xca, 1], 5),                // cmpltsd %xmm2,%xmm1
         ];
         for &(code, len) in cases {
             assert_eq!(iced(code), Some(len), "{code:02x?}");
@@ -460,8 +566,9 @@ mod tests {
             let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
-        const LEADS: [u8; 12] = [
-            0x66, 0xf2, 0xf3, 0x2e, 0x3e, 0x64, 0x48, 0x41, 0x4c, 0x0f, 0x0f, 0x0f,
+        const LEADS: [u8; 18] = [
+            0x66, 0xf2, 0xf3, 0x2e, 0x3e, 0x64, 0x48, 0x41, 0x4c, 0x0f, 0x0f, 0x0f, 0xd9, 0xdb,
+            0xdd, 0xdf, 0xf0, 0xf0,
         ];
         let mut code = Vec::with_capacity(1 << 22);
         while code.len() < 1 << 22 {
