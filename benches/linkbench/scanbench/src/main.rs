@@ -10,7 +10,7 @@ use std::time::Instant;
 
 fn main() {
     // The allocator as bootprof-link sets it.
-    bootprof_link::pipeline::keep_freed_memory();
+    bootprof_link::pipeline::tune_allocator();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut passes = 15;
     if args.first().is_some_and(|a| a == "--passes") && args.len() > 1 {

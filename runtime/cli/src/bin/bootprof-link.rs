@@ -83,7 +83,7 @@ fn main() {
             return;
         }
     }
-    bootprof_link::pipeline::keep_freed_memory();
+    bootprof_link::pipeline::tune_allocator();
     match bootprof_link::run_link(argv, &RUNTIME) {
         Ok(code) => std::process::exit(code),
         // The link's own messages said why.
