@@ -281,12 +281,19 @@ pub(crate) fn describe_table(table: &site::Table) {
     });
 }
 
-/// The file mapped at `addr`, and the offset of `addr` in it: opened through
-/// `/proc/self/map_files` (the file mapped, even if another has taken its name since), or, where
-/// the kernel refuses that (to a process without `CAP_SYS_ADMIN`), by its path, if the file there
-/// is still the one mapped (its device and inode); `None` for anonymous memory or a file that
-/// cannot be opened.
+/// The file mapped at `addr`, and the offset of `addr` in it. In the main program: its file,
+/// opened through `/proc/self/exe` (the file executed, even if another has taken its name
+/// since), the offset from its program headers. Elsewhere, from `/proc/self/maps`: opened
+/// through `/proc/self/map_files` (the file mapped, even if another has taken its name since),
+/// or, where the kernel refuses that (to a process without `CAP_SYS_ADMIN`), by its path, if the
+/// file there is still the one mapped (its device and inode); `None` for anonymous memory or a
+/// file that cannot be opened.
 fn mapped_file(addr: usize) -> (Option<sys::Fd>, u64) {
+    if let Some(at) = sys::offset_in_executable(addr, 1) {
+        if let Ok(file) = sys::Fd::open(b"/proc/self/exe", libc::O_RDONLY, 0) {
+            return (Some(file), at);
+        }
+    }
     let Some(m) = sys::file_mapping_of(addr) else {
         return (None, 0);
     };

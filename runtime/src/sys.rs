@@ -557,6 +557,39 @@ pub(crate) fn in_notes<T, F: FnMut(&[u8], usize) -> Option<T>>(
     walk.found
 }
 
+/// Where the `len` bytes at `addr` of the main program are in its file: the offset in the file
+/// of the first, when the pages of one loaded segment hold them all (its mapping holds the
+/// file's bytes from its first page to its last, those before and after the segment's own on
+/// those pages included), from the program headers the loader describes (no `/proc/self/maps`
+/// to read); `None` otherwise.
+pub(crate) fn offset_in_executable(addr: usize, len: usize) -> Option<u64> {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        data: *mut core::ffi::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader's description of the main program (described first), valid for
+        // the call; `data` is the bytes asked about and the answer.
+        unsafe {
+            let (info, walk) = (&*info, &mut *data.cast::<(usize, usize, Option<u64>)>());
+            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            let (addr, len) = (walk.0, walk.1);
+            walk.2 = phdrs.iter().find_map(|ph| {
+                let at = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                let pages = at & !4095..(at + ph.p_filesz as usize).next_multiple_of(4096);
+                let held = pages.start <= addr && addr + len <= pages.end;
+                (ph.p_type == libc::PT_LOAD && held && ph.p_offset as usize + addr >= at)
+                    .then(|| (ph.p_offset as usize + addr - at) as u64)
+            });
+            1
+        }
+    }
+    let mut walk = (addr, len, None);
+    // SAFETY: `first` writes only `walk`, and stops at the first object.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut walk).cast()) };
+    walk.2
+}
+
 /// The file mapping of this process that holds address `addr`; `None` for anonymous memory.
 pub fn file_mapping_of(addr: usize) -> Option<FileMapping> {
     let maps = read_to_string(b"/proc/self/maps").ok()?;
