@@ -21,6 +21,16 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     }
     let dir = PrivateDir::new(line.options.keep_temps)?;
     let gathered = gather::gather(&line, dir.path())?;
+    let largest_object = gathered
+        .inputs
+        .iter()
+        .filter(|i| i.kind == gather::InputKind::Object)
+        .filter_map(|i| match &i.data {
+            Some(data) => Some(data.len()),
+            None => std::fs::metadata(&i.path).ok().map(|m| m.len() as usize),
+        })
+        .max();
+    allocate_in_huge_pages(largest_object.unwrap_or(0));
     let archives = gathered.archives;
     let codegen = gathered.codegen;
     let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
@@ -83,27 +93,39 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
 }
 
 /// Sets the C library's allocator up for a process that runs one link and exits (the
-/// `bootprof-link` command). With another C library than glibc, nothing.
-///
-/// - The memory the process frees is kept for its next allocations: each object's rewritten
-///   sections are freed once written, and by default glibc hands blocks of 128 KiB and more
-///   back to the kernel at once, so the next object faulted them in again, page by page, and
-///   every thread was interrupted to flush its TLB (1 ms of the 7 ms rewriting linkbench's 42
-///   objects).
-/// - Every thread allocates from the one heap, whose first [`HEAP_IN_HUGE_PAGES`] bytes are
-///   advised into transparent huge pages: a fresh process faults in every page it writes, and
-///   rewriting sqlite3's 3 MB of objects wrote about 2,000 pages, one fault each, then freed
-///   them all at exit. Where the kernel gives huge pages only to memory advised so (`enabled`
-///   `madvise`, the usual setting) or to all, one fault makes 2 MiB; where it gives none, the
-///   advice does nothing.
+/// `bootprof-link` command): the memory the process frees is kept for its next allocations.
+/// Each object's rewritten sections are freed once written, and by default glibc hands blocks of
+/// 128 KiB and more back to the kernel at once, so the next object faulted them in again, page
+/// by page, and every thread was interrupted to flush its TLB (1 ms of the 7 ms rewriting
+/// linkbench's 42 objects). With another C library than glibc, nothing.
 pub fn tune_allocator() {
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets the allocator's parameters, called before any thread starts;
-    // the block is ours from malloc to free, and the advice changes no byte of it.
+    // SAFETY: mallopt only sets the allocator's thresholds; called before any thread starts.
     unsafe {
         // The largest threshold glibc takes for mapping a block of its own: 32 MiB.
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
+/// For a link with an object of [`LARGE_OBJECT`] bytes or more, before the rewriting starts
+/// its threads (after [`tune_allocator`]): every thread allocates from the one heap, whose
+/// first [`HEAP_IN_HUGE_PAGES`] bytes are advised into transparent huge pages. A fresh process
+/// faults in every page it writes: rewriting sqlite3's objects built with
+/// `-finstrument-functions` (2.5 MB and 0.5 MB) took about 1,800 more page faults, one each,
+/// with an arena of each thread's own, then freed them all at exit. Where the kernel gives huge
+/// pages only to memory advised so (`enabled` `madvise`, the usual setting) or to all, one fault
+/// makes 2 MiB; where it gives none, the advice does nothing. Not for links of small objects
+/// only: there the threads' many small allocations wait for each other on the one heap
+/// (linkbench's 42 objects of 300 KB at most: 0.5-0.7 ms more), and few pages are new.
+pub fn allocate_in_huge_pages(largest_object: usize) {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets the allocator's parameters, called before any thread starts;
+    // the block is ours from malloc to free, and the advice changes no byte of it.
+    unsafe {
+        if largest_object < LARGE_OBJECT {
+            return;
+        }
         libc::mallopt(libc::M_ARENA_MAX, 1);
         // A block below the mapping threshold comes from the heap, and goes back to its top
         // when freed (never trimmed): the heap's next allocations are in the advised range.
@@ -117,8 +139,11 @@ pub fn tune_allocator() {
     }
 }
 
-/// How much of the heap [`tune_allocator`] advises into huge pages: address space only until
-/// written, and more than a link of a few large objects needs at once.
+/// The size of an object from which [`allocate_in_huge_pages`] gives the heap huge pages.
+pub const LARGE_OBJECT: usize = 1 << 20;
+
+/// How much of the heap [`allocate_in_huge_pages`] advises into huge pages: address space only
+/// until written, and more than a link of a few large objects needs at once.
 pub const HEAP_IN_HUGE_PAGES: usize = 30 << 20;
 
 /// Writes `contents` to `name` in the private directory; returns its path.

@@ -24,6 +24,8 @@ fn main() {
             (p, data)
         })
         .collect();
+    let largest = inputs.iter().map(|(_, data)| data.len()).max();
+    bootprof_link::pipeline::allocate_in_huge_pages(largest.unwrap_or(0));
 
     let pass = || {
         let (mut relocations, mut sites) = (0, 0);
