@@ -111,7 +111,8 @@ pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut
 /// it is on an instruction boundary. Each decoding is a chain in which an instruction's place
 /// waits for the length of the one before; two chains side by side keep the CPU busy where one
 /// leaves it waiting. The calls are cut in two halves at a function's start, each half's
-/// functions decoded one after another in its lane.
+/// functions decoded one after another in its lane. The loop that decodes holds only the two
+/// places and the two calls they go to; a lane that reaches its call leaves it.
 pub(crate) fn on_boundaries_lanes(
     text: &[u8],
     calls: &[(usize, usize)],
@@ -123,27 +124,56 @@ pub(crate) fn on_boundaries_lanes(
     }
     let mut a = Lane::new(&calls[..mid], 0);
     let mut b = Lane::new(&calls[mid..], mid);
+    let (mut live_a, mut live_b) = (a.settle(text, &mut flag), b.settle(text, &mut flag));
     loop {
-        match (a.settle(text, &mut flag), b.settle(text, &mut flag)) {
+        match (live_a, live_b) {
             (true, true) => {
-                a.step(text);
-                b.step(text);
+                let (mut pa, mut pb) = (a.pos, b.pos);
+                while pa < a.target && pb < b.target {
+                    pa = after(text, pa);
+                    pb = after(text, pb);
+                }
+                (a.pos, b.pos) = (pa, pb);
             }
-            (true, false) => a.step(text),
-            (false, true) => b.step(text),
+            (true, false) => {
+                while a.pos < a.target {
+                    a.pos = after(text, a.pos);
+                }
+            }
+            (false, true) => {
+                while b.pos < b.target {
+                    b.pos = after(text, b.pos);
+                }
+            }
             (false, false) => return,
         }
+        live_a = live_a && a.settle(text, &mut flag);
+        live_b = live_b && b.settle(text, &mut flag);
     }
 }
 
-/// One lane of [`on_boundaries_lanes`]: the calls it has left, the index of the first, and
-/// where the decoding of the current function is.
+/// Where the instruction at `pos` of `text` ends, or [`STUCK`] when there is none (the end of
+/// `text`, or bytes that are no instruction): the decoding of [`on_boundaries`] stops there.
+#[inline(always)]
+fn after(text: &[u8], pos: usize) -> usize {
+    match text.get(pos..).filter(|code| !code.is_empty()) {
+        Some(code) => instruction_length(code).map_or(STUCK, |len| pos + len),
+        None => STUCK,
+    }
+}
+
+/// The place of a decoding that cannot go on: past every call.
+const STUCK: usize = usize::MAX;
+
+/// One lane of [`on_boundaries_lanes`]: the calls it has left and the index of the first, the
+/// function being decoded, where its decoding is ([`STUCK`] when it cannot go on), and the
+/// call it goes to.
 struct Lane<'a> {
     calls: &'a [(usize, usize)],
     index: usize,
-    function: Option<usize>,
+    function: usize,
     pos: usize,
-    stuck: bool,
+    target: usize,
 }
 
 impl<'a> Lane<'a> {
@@ -151,37 +181,29 @@ impl<'a> Lane<'a> {
         Lane {
             calls,
             index,
-            function: None,
-            pos: 0,
-            stuck: false,
+            function: STUCK,
+            pos: STUCK,
+            target: 0,
         }
     }
 
     /// Flags the calls the decoding has reached or passed (starting each function's decoding
-    /// at its start); whether calls are left, the next one ahead.
-    #[inline(always)]
+    /// at its start), and aims at the next one ahead; whether there is one.
+    #[inline]
     fn settle(&mut self, text: &[u8], flag: &mut impl FnMut(usize, bool)) -> bool {
         while let Some((&(from, s), rest)) = self.calls.split_first() {
-            if self.function != Some(from) {
-                (self.function, self.pos, self.stuck) = (Some(from), from, from > text.len());
+            if self.function != from {
+                self.function = from;
+                self.pos = if from > text.len() { STUCK } else { from };
             }
-            if !self.stuck && self.pos < s {
+            if self.pos < s {
+                self.target = s;
                 return true;
             }
-            flag(self.index, !self.stuck && self.pos == s);
+            flag(self.index, self.pos == s);
             (self.calls, self.index) = (rest, self.index + 1);
         }
         false
-    }
-
-    /// One instruction further (as [`on_boundaries`]: the end of `text` or an instruction that
-    /// cannot be decoded ends the decoding).
-    #[inline(always)]
-    fn step(&mut self, text: &[u8]) {
-        match text.get(self.pos..).and_then(instruction_length) {
-            Some(len) if self.pos < text.len() => self.pos += len,
-            _ => self.stuck = true,
-        }
     }
 }
 

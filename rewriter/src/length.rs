@@ -121,13 +121,15 @@ pub(crate) fn fast_length(code: &[u8]) -> Option<usize> {
     let e = OPCODES[two * 256 + usize::from(byte(rex + two))];
     let at = rex + 1 + two;
     let modrm = byte(at);
+    // `&` and `|`, not `&&` and `||`: one branch, nearly never taken, where short-circuits
+    // made one each, some taken as often as not.
     let reg_ok = (e >> 8) as u8 & (1 << ((modrm >> 3) & 7)) != 0;
-    let mem_ok = e & MEMORY == 0 || modrm < 0xc0;
-    if e & SLOW != 0 || !reg_ok || !mem_ok {
+    let mem_ok = (e & MEMORY == 0) | (modrm < 0xc0);
+    if (e & SLOW != 0) | !reg_ok | !mem_ok {
         return slow_length(code);
     }
     let m = MODRM[usize::from(modrm)];
-    let sib_disp = usize::from(m & SIB_BASE != 0 && byte(at + 1) & 7 == 5) * 4;
+    let sib_disp = usize::from((m & SIB_BASE != 0) & (byte(at + 1) & 7 == 5)) * 4;
     let has_modrm = usize::from(e & HAS_MODRM != 0);
     let imm = match usize::from(e & IMM) {
         IMM_V => 4 + 4 * rex_w,
