@@ -493,7 +493,7 @@ pub struct FileMapping {
     pub path: String,
 }
 
-/// Which loaded object [`in_notes`] reads the notes of.
+/// Which loaded object [`in_object`] describes.
 #[derive(Clone, Copy)]
 pub(crate) enum Object {
     /// The main program (the loader describes it first).
@@ -502,46 +502,38 @@ pub(crate) enum Object {
     Holding(usize),
 }
 
-/// The first answer of `find` for the `PT_NOTE` segments of `object` (each segment's mapped
-/// bytes and its alignment, in program-header order); `None` when `find` answers none, or no
-/// loaded object is `object`.
-pub(crate) fn in_notes<T, F: FnMut(&[u8], usize) -> Option<T>>(
+/// `describe`'s answer for the loaded object `object`, given its load bias and its program
+/// headers as the loader describes them; `None` when no loaded object is `object`.
+pub(crate) fn in_object<T, F: FnMut(usize, &[libc::Elf64_Phdr]) -> Option<T>>(
     object: Object,
-    find: F,
+    describe: F,
 ) -> Option<T> {
     struct Walk<T, F> {
         object: Object,
-        find: F,
+        describe: F,
         found: Option<T>,
     }
-    unsafe extern "C" fn each<T, F: FnMut(&[u8], usize) -> Option<T>>(
+    unsafe extern "C" fn each<T, F: FnMut(usize, &[libc::Elf64_Phdr]) -> Option<T>>(
         info: *mut libc::dl_phdr_info,
         _: libc::size_t,
         data: *mut core::ffi::c_void,
     ) -> libc::c_int {
         // SAFETY: the loader's description of one loaded object, valid for the call: its
-        // program headers, and its loaded segments mapped and readable; `data` is our walk.
+        // program headers; `data` is our walk.
         unsafe {
             let (info, walk) = (&*info, &mut *data.cast::<Walk<T, F>>());
             let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-            let at =
-                |ph: &libc::Elf64_Phdr| (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+            let bias = info.dlpi_addr as usize;
             if let Object::Holding(addr) = walk.object {
                 let holds = |ph: &libc::Elf64_Phdr| {
-                    ph.p_type == libc::PT_LOAD
-                        && (at(ph)..at(ph) + ph.p_memsz as usize).contains(&addr)
+                    let at = bias.wrapping_add(ph.p_vaddr as usize);
+                    ph.p_type == libc::PT_LOAD && (at..at + ph.p_memsz as usize).contains(&addr)
                 };
                 if !phdrs.iter().any(holds) {
                     return 0;
                 }
             }
-            for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
-                let notes = core::slice::from_raw_parts(at(ph) as *const u8, ph.p_memsz as usize);
-                walk.found = (walk.find)(notes, ph.p_align as usize);
-                if walk.found.is_some() {
-                    break;
-                }
-            }
+            walk.found = (walk.describe)(bias, phdrs);
             1
         }
     }
@@ -549,12 +541,34 @@ pub(crate) fn in_notes<T, F: FnMut(&[u8], usize) -> Option<T>>(
     // loader relocates at every start-up.
     let mut walk = Walk {
         object,
-        find,
+        describe,
         found: None,
     };
     // SAFETY: `each` writes only `walk`, and stops the walk at the object it looks for.
     unsafe { libc::dl_iterate_phdr(Some(each::<T, F>), (&raw mut walk).cast()) };
     walk.found
+}
+
+/// The first answer of `find` for the `PT_NOTE` segments of `object` (each segment's mapped
+/// bytes and its alignment, in program-header order); `None` when `find` answers none, or no
+/// loaded object is `object`.
+pub(crate) fn in_notes<T>(
+    object: Object,
+    mut find: impl FnMut(&[u8], usize) -> Option<T>,
+) -> Option<T> {
+    in_object(object, |bias, phdrs| {
+        phdrs
+            .iter()
+            .filter(|ph| ph.p_type == libc::PT_NOTE)
+            .find_map(|ph| {
+                let at = bias.wrapping_add(ph.p_vaddr as usize);
+                // SAFETY: a note segment of a loaded object, mapped and readable while the
+                // object is loaded (it is: the loader describes it).
+                let notes =
+                    unsafe { core::slice::from_raw_parts(at as *const u8, ph.p_memsz as usize) };
+                find(notes, ph.p_align as usize)
+            })
+    })
 }
 
 /// Where the `len` bytes at `addr` of the main program are in its file: the offset in the file
@@ -563,31 +577,15 @@ pub(crate) fn in_notes<T, F: FnMut(&[u8], usize) -> Option<T>>(
 /// those pages included), from the program headers the loader describes (no `/proc/self/maps`
 /// to read); `None` otherwise.
 pub(crate) fn offset_in_executable(addr: usize, len: usize) -> Option<u64> {
-    unsafe extern "C" fn first(
-        info: *mut libc::dl_phdr_info,
-        _: libc::size_t,
-        data: *mut core::ffi::c_void,
-    ) -> libc::c_int {
-        // SAFETY: the loader's description of the main program (described first), valid for
-        // the call; `data` is the bytes asked about and the answer.
-        unsafe {
-            let (info, walk) = (&*info, &mut *data.cast::<(usize, usize, Option<u64>)>());
-            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-            let (addr, len) = (walk.0, walk.1);
-            walk.2 = phdrs.iter().find_map(|ph| {
-                let at = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-                let pages = at & !4095..(at + ph.p_filesz as usize).next_multiple_of(4096);
-                let held = pages.start <= addr && addr + len <= pages.end;
-                (ph.p_type == libc::PT_LOAD && held && ph.p_offset as usize + addr >= at)
-                    .then(|| (ph.p_offset as usize + addr - at) as u64)
-            });
-            1
-        }
-    }
-    let mut walk = (addr, len, None);
-    // SAFETY: `first` writes only `walk`, and stops at the first object.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut walk).cast()) };
-    walk.2
+    in_object(Object::Main, |bias, phdrs| {
+        phdrs.iter().find_map(|ph| {
+            let at = bias.wrapping_add(ph.p_vaddr as usize);
+            let pages = at & !4095..(at + ph.p_filesz as usize).next_multiple_of(4096);
+            let held = pages.start <= addr && addr + len <= pages.end;
+            (ph.p_type == libc::PT_LOAD && held && ph.p_offset as usize + addr >= at)
+                .then(|| (ph.p_offset as usize + addr - at) as u64)
+        })
+    })
 }
 
 /// The file mapping of this process that holds address `addr`; `None` for anonymous memory.
