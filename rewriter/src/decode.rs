@@ -92,16 +92,12 @@ fn opcode_before(text: &[u8], r_offset: usize, forms: [Form; 2]) -> Option<Form>
 pub(crate) fn on_boundaries(text: &[u8], from: usize, starts: &[usize], ok: &mut [bool]) {
     // Every flag is written in the one pass (clearing them first was a call of `memset` per
     // function), and a hook's call, mostly its function's first instruction, needs no decoding.
-    let mut pos = from;
-    let mut stuck = from > text.len();
+    let mut pos = start(text, from);
     for (ok, &s) in ok.iter_mut().zip(starts) {
-        while !stuck && pos < s && pos < text.len() {
-            match instruction_length(&text[pos..]) {
-                Some(len) => pos += len,
-                None => stuck = true,
-            }
+        while pos < s {
+            pos = after(text, pos);
         }
-        *ok = !stuck && pos == s;
+        *ok = pos == s;
     }
 }
 
@@ -165,6 +161,16 @@ fn after(text: &[u8], pos: usize) -> usize {
 /// The place of a decoding that cannot go on: past every call.
 const STUCK: usize = usize::MAX;
 
+/// Where the decoding of a function starting at `from` starts: there, or [`STUCK`] past the
+/// end of `text`.
+fn start(text: &[u8], from: usize) -> usize {
+    if from > text.len() {
+        STUCK
+    } else {
+        from
+    }
+}
+
 /// One lane of [`on_boundaries_lanes`]: the calls it has left and the index of the first, the
 /// function being decoded, where its decoding is ([`STUCK`] when it cannot go on), and the
 /// call it goes to.
@@ -193,8 +199,7 @@ impl<'a> Lane<'a> {
     fn settle(&mut self, text: &[u8], flag: &mut impl FnMut(usize, bool)) -> bool {
         while let Some((&(from, s), rest)) = self.calls.split_first() {
             if self.function != from {
-                self.function = from;
-                self.pos = if from > text.len() { STUCK } else { from };
+                (self.function, self.pos) = (from, start(text, from));
             }
             if self.pos < s {
                 self.target = s;

@@ -63,11 +63,6 @@ pub const DEFER_MIN: usize = 128 << 10;
 const CHUNK_CALLS: usize = 512;
 
 impl Deferred<'_> {
-    /// Whether there is nothing to check.
-    pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
-    }
-
     /// Takes chunks of checks until none is left (several threads may work at once); whether
     /// every call this thread checked is on an instruction boundary.
     pub fn work(&self) -> bool {
@@ -113,12 +108,15 @@ pub fn verify_deferring<'d>(
 /// Whether [`verify_deferring`] would defer checks of `scanned`: it has a section of calls of
 /// at least [`DEFER_MIN`] bytes.
 pub fn defers(scanned: &Scanned<'_>) -> bool {
-    scanned.candidates.keys().any(|&sec| {
-        scanned
-            .object
-            .section_data(sec)
-            .is_ok_and(|t| t.len() >= DEFER_MIN)
-    })
+    scanned
+        .candidates
+        .keys()
+        .any(|&sec| scanned.object.section_data(sec).is_ok_and(deferrable))
+}
+
+/// Whether the boundary checks of the calls in section bytes `text` may be deferred.
+fn deferrable(text: &[u8]) -> bool {
+    text.len() >= DEFER_MIN
 }
 
 /// [`verify`], handing the boundary checks of large sections to `hand_over` when given.
@@ -154,7 +152,7 @@ fn verify_with<'d>(
     }
     let mut later = Deferred::default();
     let handing = hand_over.is_some();
-    let deferring = |text: &[u8]| handing && text.len() >= DEFER_MIN;
+    let deferring = |text: &[u8]| handing && deferrable(text);
     for (_, text, calls) in &recognised {
         if deferring(text) {
             let calls = calls.iter().map(|c| (c.from, c.start)).collect();
