@@ -223,9 +223,75 @@ fn instruction_length(code: &[u8]) -> Option<usize> {
 /// iced-x86's length of the instruction at the start of `code`, `None` when it is invalid.
 #[cold]
 #[inline(never)]
-fn iced_length(code: &[u8]) -> Option<usize> {
+pub fn iced_length(code: &[u8]) -> Option<usize> {
     let insn = Decoder::new(64, code, DecoderOptions::NONE).decode();
     (!insn.is_invalid()).then(|| insn.len())
+}
+
+/// What decoding a section end to end takes, for `bootprof-scanbench --decode`: the
+/// instructions decoded, how many of them neither [`length::length`] nor [`length::fast_length`]
+/// answers (left to iced-x86), and the median time of `passes` passes of each way, in
+/// nanoseconds: one chain by [`length::length`], one by [`length::fast_length`], and the two
+/// halves side by side as the deferred boundary checks decode ([`on_boundaries_lanes`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeTimes {
+    /// Instructions decoded.
+    pub instructions: usize,
+    /// Of them, those left to iced-x86.
+    pub to_iced: usize,
+    /// Nanoseconds a pass with [`length::length`], one chain.
+    pub length_ns: u64,
+    /// Nanoseconds a pass with [`length::fast_length`], one chain.
+    pub fast_ns: u64,
+    /// Nanoseconds a pass with two chains side by side.
+    pub lanes_ns: u64,
+}
+
+/// Times the decoding of `text` from its first byte to its end, `passes` times each way
+/// (see [`DecodeTimes`]).
+pub fn decode_times(text: &[u8], passes: usize) -> DecodeTimes {
+    let (mut instructions, mut to_iced, mut pos) = (0, 0, 0);
+    while pos < text.len() {
+        to_iced += usize::from(length::length(&text[pos..]).is_none());
+        instructions += 1;
+        pos = match after(text, pos) {
+            STUCK => pos + 1,
+            next => next,
+        };
+    }
+    let median = |run: &dyn Fn()| {
+        let mut ns: Vec<u64> = (0..passes.max(1))
+            .map(|_| {
+                let t = std::time::Instant::now();
+                run();
+                t.elapsed().as_nanos() as u64
+            })
+            .collect();
+        ns.sort_unstable();
+        ns[ns.len() / 2]
+    };
+    let chain = |len: fn(&[u8]) -> Option<usize>| {
+        let mut pos = 0;
+        while pos < text.len() {
+            pos += len(&text[pos..])
+                .or_else(|| iced_length(&text[pos..]))
+                .unwrap_or(1);
+        }
+        std::hint::black_box(pos);
+    };
+    let half = text.len() / 2;
+    let calls = [(0, half), (half, text.len())];
+    DecodeTimes {
+        instructions,
+        to_iced,
+        length_ns: median(&|| chain(length::length)),
+        fast_ns: median(&|| chain(length::fast_length)),
+        lanes_ns: median(&|| {
+            on_boundaries_lanes(text, &calls, |_, ok| {
+                std::hint::black_box(ok);
+            })
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -328,6 +394,18 @@ mod tests {
             reached > 500 && reached < compared,
             "{reached} of {compared} on boundaries"
         );
+    }
+
+    /// The decoding timed for `bootprof-scanbench --decode` counts the instructions and those
+    /// left to iced-x86 (here a VEX instruction), and times each way.
+    #[test]
+    fn decode_times_counts_instructions() {
+        // push %rbp; vmovdqa %xmm0,%xmm1 (VEX: iced's); mov %rsp,%rbp; ret
+        let one: &[u8] = &[0x55, 0xc5, 0xf9, 0x6f, 0xc8, 0x48, 0x89, 0xe5, 0xc3];
+        let text: Vec<u8> = one.iter().copied().cycle().take(one.len() * 100).collect();
+        let d = decode_times(&text, 3);
+        assert_eq!((d.instructions, d.to_iced), (400, 100));
+        assert!(d.length_ns > 0 && d.fast_ns > 0 && d.lanes_ns > 0, "{d:?}");
     }
 
     /// Each form's bytes, with any displacement, are the instruction `recognise` takes them for.

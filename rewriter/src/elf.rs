@@ -114,6 +114,17 @@ impl<'d> Object<'d> {
             .unwrap_or_else(|| format!("#{index}"))
     }
 
+    /// The executable sections with contents: each one's index and bytes.
+    pub fn executable_sections(&self) -> impl Iterator<Item = (usize, &'d [u8])> + '_ {
+        self.sections
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 != 0 && s.sh_type(LE) != elf::SHT_NOBITS
+            })
+            .filter_map(|(i, s)| Some((i, s.data(LE, self.data).ok()?)))
+    }
+
     /// The contents of section `index`.
     pub fn section_data(&self, index: usize) -> Result<&'d [u8]> {
         let section = self
