@@ -229,19 +229,19 @@ pub fn iced_length(code: &[u8]) -> Option<usize> {
 }
 
 /// What decoding a section end to end takes, for `bootprof-scanbench --decode`: the
-/// instructions decoded, how many of them neither [`length::length`] nor [`length::fast_length`]
+/// instructions decoded, how many of them neither `length::length` nor `length::fast_length`
 /// answers (left to iced-x86), and the median time of `passes` passes of each way, in
-/// nanoseconds: one chain by [`length::length`], one by [`length::fast_length`], and the two
-/// halves side by side as the deferred boundary checks decode ([`on_boundaries_lanes`]).
+/// nanoseconds: one chain by `length::length`, one by `length::fast_length`, and the two
+/// halves side by side as the deferred boundary checks decode (`on_boundaries_lanes`).
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeTimes {
     /// Instructions decoded.
     pub instructions: usize,
     /// Of them, those left to iced-x86.
     pub to_iced: usize,
-    /// Nanoseconds a pass with [`length::length`], one chain.
+    /// Nanoseconds a pass with `length::length`, one chain.
     pub length_ns: u64,
-    /// Nanoseconds a pass with [`length::fast_length`], one chain.
+    /// Nanoseconds a pass with `length::fast_length`, one chain.
     pub fast_ns: u64,
     /// Nanoseconds a pass with two chains side by side.
     pub lanes_ns: u64,

@@ -57,7 +57,7 @@ type DeferredSection<'d> = (&'d [u8], Vec<(usize, usize)>);
 /// The smallest section whose boundary checks [`verify_deferring`] defers: the sections of an
 /// object compiled with `-finstrument-functions` hold most of its code, each function decoded
 /// from its first byte to its exit hook (sqlite3's 1.3 MB `.text`: 2.7 ms on one CPU with
-/// [`crate::length::fast_length`], `bootprof-scanbench --decode`).
+/// `length::fast_length`, `bootprof-scanbench --decode`).
 pub const DEFER_MIN: usize = 128 << 10;
 
 /// Calls of a chunk of [`Deferred`]: enough for a chunk's decoding to outweigh taking it.
