@@ -49,13 +49,17 @@ pub(super) fn patch_sites(
     // The NOPs of the version the fragments are written in.
     let nops = bootprof_format::Nops::of_version(bootprof_format::VERSION);
     for (&sec, list) in by_section {
-        let mut text = out.sections[sec].data.bytes().to_vec();
+        let tails: Vec<&&SiteInfo<'_>> = list.iter().filter(|s| has_stub(s)).collect();
+        // Room for the thunks made at once: growing a copy of a megabyte of code copies it again.
+        let original = out.sections[sec].data.bytes();
+        let room = code::THUNK_ALIGN + tails.len() * code::THUNK.len();
+        let mut text = Vec::with_capacity(original.len() + room);
+        text.extend_from_slice(original);
         for s in list {
             let bytes = bootprof_format::disabled_bytes(s.kind, s.form, nops);
             let (start, len) = (s.offset as usize, s.form.len());
             code::copy_site_bytes(&mut text[start..start + len], &bytes, len);
         }
-        let tails: Vec<&&SiteInfo<'_>> = list.iter().filter(|s| has_stub(s)).collect();
         if !tails.is_empty() {
             let Some(&rela_sec) = rela_of.get(&sec) else {
                 return Err(Error::Internal(format!(
