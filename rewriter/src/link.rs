@@ -10,8 +10,10 @@ use crate::driver::{driver_command, exit_code};
 use crate::error::{Error, Result};
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
 /// a temporary file beside `line.output`, the linker reporting every file that references one of
@@ -22,86 +24,290 @@ use std::process::Stdio;
 /// time the check took.
 pub fn final_link(
     line: &LinkLine,
-    args: Vec<String>,
+    args: &[String],
     traced: &BTreeSet<String>,
     dir: &Path,
     done_with_inputs: impl FnOnce() + Send,
 ) -> Result<(i32, std::time::Duration)> {
+    start(line, args, traced, dir, None)?.finish(line, args, done_with_inputs)
+}
+
+/// Starts the final link of `args` as [`final_link`] does, without waiting for it. With a
+/// `gate`, the linker waits for its linker script, which [`Running::open`] hands it, and what it
+/// prints is held back until then.
+pub fn start(
+    line: &LinkLine,
+    args: &[String],
+    traced: &BTreeSet<String>,
+    dir: &Path,
+    gate: Option<Gate>,
+) -> Result<Running> {
     let output = &line.output;
     // Creating the temporary checks that the output can be written at all before the link.
     let tmp = temporary_output(output).map_err(|e| Error::io(output, e))?;
-    let mut linked = redirect_output(line, args.clone(), &tmp);
+    let mut linked = redirect_output(line, args.to_vec(), &tmp);
     linked.extend(traced.iter().map(|s| format!("-Wl,--trace-symbol={s}")));
-    let (status, reports) = run_traced(driver_command(&line.driver, &linked, dir)?, traced)?;
-    if !status.success() {
-        return Ok((exit_code(status), std::time::Duration::ZERO));
-    }
-    std::thread::scope(|s| {
-        s.spawn(done_with_inputs);
-        let started = std::time::Instant::now();
-        check::check_references(&reports, &args, output)?;
-        check::check_output(&tmp, output)?;
-        let checked = started.elapsed();
-        if bootprof_format::file::written_in_place(output) {
-            // Copied into the device or pipe: renaming over it would put a file in its place.
-            std::fs::File::open(&tmp)
-                .and_then(|mut from| {
-                    let mut to = std::fs::OpenOptions::new().write(true).open(output)?;
-                    std::io::copy(&mut from, &mut to)
-                })
-                .map_err(|e| Error::io(output, e))?;
-        } else if let Some(old) = replace_output(tmp, output).map_err(|e| Error::io(output, e))? {
-            // Removing the old output frees its pages too: beside the inputs' removal.
-            s.spawn(move || drop(old));
-        }
-        Ok((0, checked))
-    })
-}
-
-/// Runs `cmd`, passing its stdout and stderr through line by line as they come, except the
-/// linker's trace lines about `traced`, which are returned.
-fn run_traced(
-    mut cmd: std::process::Command,
-    traced: &BTreeSet<String>,
-) -> Result<(std::process::ExitStatus, Vec<Traced>)> {
+    let mut cmd = driver_command(&line.driver, &linked, dir)?;
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let spawn_error = |source| Error::Spawn {
-        program: program.clone(),
-        source,
-    };
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(spawn_error)?;
+        .map_err(|source| Error::Spawn { program, source })?;
+    let hold = Arc::new(Mutex::new(match gate {
+        Some(_) => Hold::Held(Vec::new()),
+        None => Hold::Through,
+    }));
+    let traced = Arc::new(traced.clone());
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let mut reports = std::thread::scope(|s| {
-        let out = s.spawn(|| forward(stdout, std::io::stdout(), traced));
-        let err = forward(stderr, std::io::stderr(), traced);
-        let mut all = out.join().unwrap_or_default();
-        all.extend(err);
-        all
+    let (stdout, stderr) = (OwnedFd::from(stdout), OwnedFd::from(stderr));
+    let passing = [(Stream::Out, stdout), (Stream::Err, stderr)].map(|(to, from)| {
+        let from = std::fs::File::from(from);
+        let (hold, traced) = (Arc::clone(&hold), Arc::clone(&traced));
+        std::thread::spawn(move || forward(from, to, &hold, &traced))
     });
-    reports.dedup();
-    let status = child.wait().map_err(spawn_error)?;
-    Ok((status, reports))
+    Ok(Running {
+        child,
+        tmp: Some(tmp),
+        passing: passing.map(Some),
+        hold,
+        gate,
+    })
 }
 
-/// Copies `from` to `to` line by line, keeping back (and returning) the trace lines.
-fn forward(from: impl std::io::Read, mut to: impl Write, traced: &BTreeSet<String>) -> Vec<Traced> {
+/// A final link started by [`start`]: the driver, the threads passing its output through, and
+/// the temporary output. Dropped unfinished, it is abandoned ([`Running::abandon`]).
+pub struct Running {
+    child: std::process::Child,
+    tmp: Option<tempfile::TempPath>,
+    passing: [Option<std::thread::JoinHandle<Vec<Traced>>>; 2],
+    hold: Arc<Mutex<Hold>>,
+    gate: Option<Gate>,
+}
+
+impl Running {
+    /// Hands the waiting linker `script` through the gate, then lets its output through. `false`
+    /// when the linker ended without reading it (a linker that does not read its scripts so, or
+    /// a driver that failed first): the link is then abandoned, and the caller runs it again.
+    pub fn open(&mut self, script: &[u8]) -> Result<bool> {
+        let gate = self
+            .gate
+            .as_mut()
+            .expect("opened once, when started with a gate");
+        let read = gate
+            .pass(script, &mut self.child)
+            .map_err(|e| Error::io(&gate.path, e))?;
+        self.gate = None;
+        if read {
+            let mut hold = lock(&self.hold);
+            if let Hold::Held(lines) = std::mem::replace(&mut *hold, Hold::Through) {
+                for (to, line) in lines {
+                    to.write_line(&line);
+                }
+            }
+        }
+        Ok(read)
+    }
+
+    /// Waits for the link, checks the references and the binary, and puts it in place, as
+    /// [`final_link`] says.
+    pub fn finish(
+        mut self,
+        line: &LinkLine,
+        args: &[String],
+        done_with_inputs: impl FnOnce() + Send,
+    ) -> Result<(i32, std::time::Duration)> {
+        let output = &line.output;
+        let (status, reports) = self.wait()?;
+        let tmp = self.tmp.take().expect("taken once");
+        if !status.success() {
+            return Ok((exit_code(status), std::time::Duration::ZERO));
+        }
+        std::thread::scope(|s| {
+            s.spawn(done_with_inputs);
+            let started = std::time::Instant::now();
+            check::check_references(&reports, args, output)?;
+            check::check_output(&tmp, output)?;
+            let checked = started.elapsed();
+            if bootprof_format::file::written_in_place(output) {
+                // Copied into the device or pipe: renaming over it would put a file in its place.
+                std::fs::File::open(&tmp)
+                    .and_then(|mut from| {
+                        let mut to = std::fs::OpenOptions::new().write(true).open(output)?;
+                        std::io::copy(&mut from, &mut to)
+                    })
+                    .map_err(|e| Error::io(output, e))?;
+            } else if let Some(old) =
+                replace_output(tmp, output).map_err(|e| Error::io(output, e))?
+            {
+                // Removing the old output frees its pages too: beside the inputs' removal.
+                s.spawn(move || drop(old));
+            }
+            Ok((0, checked))
+        })
+    }
+
+    /// Stops the link: a waiting linker is handed a script it refuses, so that it exits at once
+    /// and writes nothing; what it printed is dropped, and its temporary output removed.
+    pub fn abandon(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        *lock(&self.hold) = Hold::Dropped;
+        if let Some(mut gate) = self.gate.take() {
+            let _ = gate.pass(ABANDONED, &mut self.child);
+        }
+        let _ = self.wait();
+        self.tmp = None;
+    }
+
+    /// Waits for the driver and for its output to be passed through; the trace lines.
+    fn wait(&mut self) -> Result<(std::process::ExitStatus, Vec<Traced>)> {
+        let mut reports = Vec::new();
+        for passing in self.passing.iter_mut().filter_map(Option::take) {
+            reports.extend(passing.join().unwrap_or_default());
+        }
+        reports.dedup();
+        let status = self.child.wait().map_err(|source| Error::Spawn {
+            program: "the link driver".into(),
+            source,
+        })?;
+        Ok((status, reports))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.tmp.is_some() {
+            self.stop();
+        }
+    }
+}
+
+/// What a linker handed through the gate is told when the link is abandoned: not a linker
+/// script, so that GNU ld and lld stop at once.
+const ABANDONED: &[u8] = b"bootprof-link abandoned this link\n";
+
+/// The linker script of a link started before its inputs are written: a symbolic link, at the
+/// script's path, to the read end of a pipe this process holds (`/proc/PID/fd/N`). The linker
+/// opens it as a file and waits to read it; GNU ld and lld read their `-T` scripts while
+/// reading their options, before any input, and read a pipe to its end. If this process dies,
+/// the link's name for the pipe goes with it: the linker cannot wait for ever.
+pub struct Gate {
+    path: std::path::PathBuf,
+    read: OwnedFd,
+    write: Option<std::fs::File>,
+}
+
+impl Gate {
+    /// A gate at `path` (where the script would be).
+    pub fn new(path: &Path) -> std::io::Result<Gate> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array, which this process then owns.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both were just opened by pipe2, and nothing else owns them.
+        let (read, write) = unsafe {
+            (
+                OwnedFd::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        let target = format!("/proc/{}/fd/{}", std::process::id(), read.as_raw_fd());
+        std::os::unix::fs::symlink(target, path)?;
+        Ok(Gate {
+            path: path.to_path_buf(),
+            read,
+            write: Some(write),
+        })
+    }
+
+    /// Writes `text` into the pipe and waits until the linker has read all of it (then closes
+    /// the pipe: the linker reads its end) or `child` has ended (`false`).
+    fn pass(&mut self, text: &[u8], child: &mut std::process::Child) -> std::io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut write = self.write.take().expect("passed once");
+        // Far less than a pipe holds: the write does not wait for the reader.
+        write.write_all(text)?;
+        loop {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD stores the pipe's unread byte count in the int it is given.
+            if unsafe { libc::ioctl(self.read.as_raw_fd(), libc::FIONREAD, &mut unread) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if unread == 0 {
+                return Ok(true);
+            }
+            if child.try_wait()?.is_some() {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+}
+
+/// What happens to the linker's output lines.
+enum Hold {
+    /// Kept, in order, until the linker has its script.
+    Held(Vec<(Stream, Vec<u8>)>),
+    /// Passed through as they come.
+    Through,
+    /// Dropped: the link was abandoned.
+    Dropped,
+}
+
+fn lock(hold: &Mutex<Hold>) -> std::sync::MutexGuard<'_, Hold> {
+    hold.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which of this process's outputs a line goes to.
+#[derive(Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
+}
+
+impl Stream {
+    fn write_line(self, line: &[u8]) {
+        // A closed stdout or stderr is the reader's business, not the link's.
+        let _ = match self {
+            Stream::Out => write_line(std::io::stdout().lock(), line),
+            Stream::Err => write_line(std::io::stderr().lock(), line),
+        };
+    }
+}
+
+fn write_line(mut to: impl Write, line: &[u8]) -> std::io::Result<()> {
+    to.write_all(line)?;
+    to.write_all(b"\n")?;
+    to.flush()
+}
+
+/// Passes `from` to `to` line by line as `hold` says, keeping back (and returning) the trace
+/// lines about `traced`.
+fn forward(
+    from: impl std::io::Read,
+    to: Stream,
+    hold: &Mutex<Hold>,
+    traced: &BTreeSet<String>,
+) -> Vec<Traced> {
     let mut reports = Vec::new();
     for line in std::io::BufReader::new(from).split(b'\n') {
         let Ok(line) = line else { break };
-        match check::parse_traced(&String::from_utf8_lossy(&line), traced) {
-            Some(t) => reports.push(t),
-            None => {
-                // A closed stdout or stderr is the reader's business, not the link's.
-                let _ = to.write_all(&line).and_then(|()| to.write_all(b"\n"));
-            }
+        if let Some(t) = check::parse_traced(&String::from_utf8_lossy(&line), traced) {
+            reports.push(t);
+            continue;
+        }
+        match &mut *lock(hold) {
+            Hold::Held(lines) => lines.push((to, line)),
+            Hold::Through => to.write_line(&line),
+            Hold::Dropped => {}
         }
     }
-    let _ = to.flush();
     reports
 }
 

@@ -1,9 +1,12 @@
 //! The pipeline, top to bottom: [`run_link`] calls each phase in order with what the one before
 //! handed on: args -> gather -> rewrite (scan -> patch -> emit, per object) -> stubs -> link.
 
+use crate::args::LinkLine;
 use crate::error::{Error, Result};
 use crate::{args, check, driver, gather, link, rewrite, runtime_lib, stubs};
-use std::path::Path;
+use bootprof_format::Kind;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Runs `bootprof-link` with `argv` (without argv[0]), linking `runtime` into programs; returns
@@ -33,45 +36,44 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     allocate_in_huge_pages(largest_object.unwrap_or(0));
     let archives = gathered.archives;
     let codegen = gathered.codegen;
-    let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
+    // Before the rewriting's threads: the driver gets a CPU to start on at once.
+    let early = (largest_object.unwrap_or(0) >= LARGE_OBJECT)
+        .then(|| start_early(&line, runtime, &gathered, dir.path()))
+        .flatten();
+    if early.is_some() && line.options.verbose {
+        eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
+    }
+    let mut rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
     }
-    let mut args = rewrites.args;
-    // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether or
-    // not this link found hooks.
-    args.retain(|a| a != "-pg");
-    let runtime = if !rewrites.referenced.is_empty() || rewrites.uses_runtime {
-        runtime_lib::runtime_args(&line, runtime, rewrites.uses_runtime, rewrites.walks_stacks)?
-    } else {
-        runtime_lib::RuntimeArgs::default()
+    let plan = LinkPlan::new(&line, runtime, &rewrites, dir.path())?;
+    plan.write_stubs(dir.path())?;
+    let mappings = std::mem::take(&mut rewrites.mappings);
+    let done_with_inputs = || {
+        drop(mappings);
+        dir.remove();
     };
-    if !rewrites.referenced.is_empty() {
-        let symbols: Vec<_> = rewrites
-            .referenced
-            .iter()
-            .map(|(n, k)| (n.clone(), *k))
-            .collect();
-        let stubs = stubs::stub_object(&symbols, runtime.library.as_deref())?;
-        args.push(write_private(dir.path(), "bootprof-stubs.o", &stubs)?);
-        if !line.has_linker_script() {
-            // The table's place and bounds; a program with its own script INCLUDEs the fragment.
-            let script = write_private(dir.path(), "bootprof-sites.ld", stubs::SITES_SCRIPT)?;
-            write_private(dir.path(), "bootprof-sites.inc", stubs::SITES_FRAGMENT)?;
-            args.push(format!("-L{}", dir.path().display()));
-            args.push(format!("-Wl,-T,{script}"));
+    let (code, checked) = match early {
+        Some((mut running, foreseen)) if foreseen.same_line(&plan) => {
+            if running.open(stubs::SITES_SCRIPT.as_bytes())? {
+                running.finish(&line, &plan.args, done_with_inputs)?
+            } else {
+                // The linker ended without its script: whatever it did is not this link.
+                running.abandon();
+                note_abandoned(&line, "its linker ended without reading bootprof's script");
+                plan.link(&line, dir.path(), done_with_inputs)?
+            }
         }
-    } else if runtime.library.is_some() {
-        // The lean runtime without a stub object to name its library: not made (a lean runtime
-        // goes only to links with sites, whose probe symbols get stubs).
-        return Err(Error::Internal(
-            "the lean runtime was chosen for a link without stubs".into(),
-        ));
-    }
-    args.extend(runtime.args);
-    let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
-    let (code, checked) = link::final_link(&line, args, &traced, dir.path(), || dir.remove())?;
+        Some((running, _)) => {
+            running.abandon();
+            // An object whose references to probe symbols are no calls.
+            note_abandoned(&line, "the rewriting changed its line");
+            plan.link(&line, dir.path(), done_with_inputs)?
+        }
+        None => plan.link(&line, dir.path(), done_with_inputs)?,
+    };
     if line.options.stats {
         let total = start.elapsed();
         // One write: stderr is unbuffered, and `eprintln!` writes each piece on its own.
@@ -90,6 +92,185 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
         let _ = std::io::Write::write_all(&mut std::io::stderr(), stats.as_bytes());
     }
     Ok(code)
+}
+
+/// Says, under `--verbose`, that the link started beside the rewriting was abandoned, and why.
+fn note_abandoned(line: &LinkLine, why: &str) {
+    if line.options.verbose {
+        eprintln!("bootprof-link: the link started beside the rewriting was abandoned ({why}); linking again");
+    }
+}
+
+/// The final link's line, with the files it names that this process writes.
+#[derive(Debug)]
+struct LinkPlan {
+    /// The driver's arguments (the output not yet redirected).
+    args: Vec<String>,
+    /// The symbols the linker reports the references of ([`check::traced_symbols`]).
+    traced: BTreeSet<String>,
+    /// The probe symbols to stub; none: no stub object (no site in the link).
+    stubs: Vec<(Vec<u8>, Kind)>,
+    /// The runtime library the stubs name (the lean runtime loads it).
+    library: Option<PathBuf>,
+    /// Whether the line names the site table's linker script (not when the link has its own).
+    script: bool,
+}
+
+/// The stub object's name in the private directory.
+const STUBS: &str = "bootprof-stubs.o";
+/// The site table's linker script's name in the private directory.
+const SCRIPT: &str = "bootprof-sites.ld";
+/// The fragment the script includes, in the private directory.
+const FRAGMENT: &str = "bootprof-sites.inc";
+
+impl LinkPlan {
+    /// The final link of `line`, its inputs rewritten as `rewrites` says, linking `runtime`.
+    fn new(
+        line: &LinkLine,
+        runtime: &runtime_lib::Embedded,
+        rewrites: &rewrite::Rewrites,
+        dir: &Path,
+    ) -> Result<LinkPlan> {
+        let stubbed = !rewrites.referenced.is_empty();
+        let script = stubbed && !line.has_linker_script();
+        let mut args = Vec::with_capacity(rewrites.args.len() + 16);
+        if script {
+            // The table's place and bounds; a program with its own script INCLUDEs the fragment.
+            // Before the inputs: lld reads its files in line order, and the script is the gate
+            // of a link started early (`link::Gate`).
+            args.push(format!("-L{}", dir.display()));
+            args.push(format!("-Wl,-T,{}", dir.join(SCRIPT).display()));
+        }
+        // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether
+        // or not this link found hooks.
+        args.extend(rewrites.args.iter().filter(|a| *a != "-pg").cloned());
+        let runtime = if stubbed || rewrites.uses_runtime {
+            runtime_lib::runtime_args(line, runtime, rewrites.uses_runtime, rewrites.walks_stacks)?
+        } else {
+            runtime_lib::RuntimeArgs::default()
+        };
+        if stubbed {
+            args.push(dir.join(STUBS).display().to_string());
+        } else if runtime.library.is_some() {
+            // The lean runtime without a stub object to name its library: not made (a lean
+            // runtime goes only to links with sites, whose probe symbols get stubs).
+            return Err(Error::Internal(
+                "the lean runtime was chosen for a link without stubs".into(),
+            ));
+        }
+        args.extend(runtime.args);
+        let traced = check::traced_symbols(rewrites.referenced.keys().map(Vec::as_slice));
+        let stubs = rewrites.referenced.iter().map(|(n, k)| (n.clone(), *k));
+        Ok(LinkPlan {
+            args,
+            traced,
+            stubs: stubs.collect(),
+            library: runtime.library,
+            script,
+        })
+    }
+
+    /// Whether `other` runs the same link.
+    fn same_line(&self, other: &LinkPlan) -> bool {
+        self.args == other.args && self.traced == other.traced
+    }
+
+    /// Writes the stub object, whole.
+    fn write_stubs(&self, dir: &Path) -> Result<()> {
+        if !self.stubs.is_empty() {
+            let stubs = stubs::stub_object(&self.stubs, self.library.as_deref())?;
+            rewrite::write_whole(&dir.join(STUBS), |f| std::io::Write::write_all(f, &stubs))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the fragment the script includes (when the line names the script).
+    fn write_fragment(&self, dir: &Path) -> Result<()> {
+        if self.script {
+            write_private(dir, FRAGMENT, stubs::SITES_FRAGMENT)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the link now, its inputs and stubs written: the script a file.
+    fn link(
+        &self,
+        line: &LinkLine,
+        dir: &Path,
+        done_with_inputs: impl FnOnce() + Send,
+    ) -> Result<(i32, std::time::Duration)> {
+        if self.script {
+            // In place of a gate's name, if one was made.
+            let _ = std::fs::remove_file(dir.join(SCRIPT));
+            write_private(dir, SCRIPT, stubs::SITES_SCRIPT)?;
+            self.write_fragment(dir)?;
+        }
+        link::final_link(line, &self.args, &self.traced, dir, done_with_inputs)
+    }
+}
+
+/// Starts the final link before the rewriting, on the line the inputs' symbol tables foretell
+/// ([`rewrite::foresee`]), with its linker script as the gate ([`link::Gate`]) that holds the
+/// linker until every input is written: the driver and its linker's start (3-4 ms of GNU ld's,
+/// about 15 of lld's) run beside the rewriting. Only where that is safe to rely on: a line with
+/// bootprof's script (no `-T` of its own), a linker known to read its `-T` scripts first and
+/// from a pipe (GNU ld, lld; found as the driver would find it), and not with `--keep-temps` (a
+/// kept script must be a file). `None` otherwise, or when anything fails: the link then starts
+/// after the rewriting.
+///
+/// The caller starts it only for a link with an object of [`LARGE_OBJECT`] bytes or more: the
+/// driver needs a CPU the rewriting leaves free, which a link dominated by one large object
+/// does (its rewriting is one thread's for the most part; sqlite3's `-finstrument-functions`
+/// objects: 1.5-2.5 ms less with GNU ld, on two CPUs). Many smaller objects keep every CPU
+/// busy: linkbench's 42 took as long or up to 2 ms longer.
+fn start_early(
+    line: &LinkLine,
+    runtime: &runtime_lib::Embedded,
+    gathered: &gather::Gathered,
+    dir: &Path,
+) -> Option<(link::Running, LinkPlan)> {
+    if line.options.keep_temps || !linker_reads_scripts_first(line) {
+        return None;
+    }
+    let foreseen = rewrite::foresee(line, gathered, dir)?;
+    let plan = LinkPlan::new(line, runtime, &foreseen, dir).ok()?;
+    if !plan.script {
+        return None;
+    }
+    plan.write_fragment(dir).ok()?;
+    let gate = link::Gate::new(&dir.join(SCRIPT)).ok()?;
+    let running = link::start(line, &plan.args, &plan.traced, dir, Some(gate)).ok()?;
+    Some((running, plan))
+}
+
+/// Whether the linker the driver runs for `line` is GNU ld or lld: by the last `-fuse-ld=`,
+/// else by what `ld` on `PATH` is. No with `-B` (the driver looks for its linker there first)
+/// or clang's `--ld-path=`.
+fn linker_reads_scripts_first(line: &LinkLine) -> bool {
+    let known = |name: &str| name.ends_with("ld.bfd") || name.ends_with("lld");
+    if line
+        .args
+        .iter()
+        .any(|a| a.starts_with("-B") || a.starts_with("--ld-path"))
+    {
+        return false;
+    }
+    match line
+        .args
+        .iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("-fuse-ld="))
+    {
+        Some(linker) => known(linker) || linker == "bfd",
+        None => std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("ld"))
+                .find(|ld| ld.exists())
+                .and_then(|ld| std::fs::canonicalize(ld).ok())
+                .and_then(|ld| ld.file_name().map(|n| known(&n.to_string_lossy())))
+                .unwrap_or(false)
+        }),
+    }
 }
 
 /// Sets the C library's allocator up for a process that runs one link and exits (the

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The result of rewriting one relocatable object.
 #[derive(Debug)]
@@ -105,6 +105,9 @@ pub struct Rewrites {
     pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
+    /// The inputs' mappings: unmapping them takes a while on a large link, which need not wait
+    /// for it (dropped beside the output check).
+    pub mappings: Vec<Arc<memmap2::Mmap>>,
 }
 
 /// A guard of `bootprof.h` whose out-of-line call goes to `symbol`, and where it is.
@@ -134,6 +137,8 @@ struct Done {
     guard_calls: Vec<GuardCall>,
     /// The first reference to a probe symbol that is not a site and that the program can reach.
     live: Option<NotASite>,
+    /// The input's mapping, kept for [`Rewrites::mappings`].
+    mapping: Option<Arc<memmap2::Mmap>>,
 }
 
 impl Done {
@@ -229,11 +234,14 @@ fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
 
 fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
     let data = match &input.data {
-        Some(data) => std::sync::Arc::clone(data),
-        None => std::sync::Arc::new(map(&input.path)?),
+        Some(data) => Arc::clone(data),
+        None => Arc::new(map(&input.path)?),
     };
     let file = input.path.display().to_string();
-    let mut done = Done::default();
+    let mut done = Done {
+        mapping: Some(Arc::clone(&data)),
+        ..Done::default()
+    };
     let new_at = |dir: &Path| private_name(dir, input.arg, &input.path);
     match input.kind {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
@@ -242,9 +250,7 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
             done.absorb(&file, &found, verbose);
             if let Some(emitted) = emitted {
                 let out = new_at(dir);
-                std::fs::File::create(&out)
-                    .and_then(|mut f| emitted.write_to(&mut f))
-                    .map_err(|e| Error::io(&out, e))?;
+                write_whole(&out, |f| emitted.write_to(f))?;
                 done.replacement = Some(out);
             }
         }
@@ -257,12 +263,30 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
             })?;
             if let Some(bytes) = new {
                 let out = new_at(dir);
-                std::fs::write(&out, bytes).map_err(|e| Error::io(&out, e))?;
+                write_whole(&out, |f| std::io::Write::write_all(f, &bytes))?;
                 done.replacement = Some(out);
             }
         }
     }
     Ok(done)
+}
+
+/// Writes the file `path` by `write`, under a name of its own first, so that it is at `path`
+/// only whole: a link started before the rewriting ends (see `link::Gate`) may look for it.
+pub(crate) fn write_whole(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::File::create(&partial)
+        .and_then(|mut f| write(&mut f))
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&partial);
+            Error::io(path, e)
+        })
 }
 
 /// Rewrites `inputs` on up to `available_parallelism` threads; results in input order.
@@ -293,7 +317,64 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool) -> Vec<Result<Done>>
 
 /// Rewrites every input of `gathered` (from `line`) into `dir`.
 pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result<Rewrites> {
-    let verbose = line.options.verbose;
+    let mut dones = Vec::with_capacity(gathered.inputs.len());
+    for result in rewrite_all(&gathered.inputs, dir, line.options.verbose) {
+        let mut done = result?;
+        if let Some(n) = done.live.take() {
+            return Err(live_reference(n));
+        }
+        dones.push(done);
+    }
+    combine(line, gathered, dones)
+}
+
+/// What [`rewrite_inputs`] will hand on, foreseen from the inputs' symbol tables alone (each
+/// input mapped into `gathered` now, for the rewriting to take): the link line and the probe
+/// symbols to stub are known before any code is read, so that the link can start while the
+/// rewriting runs. `None` where that cannot be told so: an archive among the inputs (its
+/// members are read one by one as they are rewritten), a file that is not an object, or one
+/// that does not parse (the rewriting says why). An object that references probe symbols it
+/// does not define is foreseen rewritten. Where that is wrong (its references are no calls, or
+/// it calls probe symbols it defines itself), the line differs, which the caller sees.
+pub fn foresee(line: &LinkLine, gathered: &Gathered, dir: &Path) -> Option<Rewrites> {
+    let mut dones = Vec::with_capacity(gathered.inputs.len());
+    for input in &gathered.inputs {
+        if input.kind != InputKind::Object {
+            return None;
+        }
+        let data = match &input.data {
+            Some(data) => Arc::clone(data),
+            None => Arc::new(map(&input.path).ok()?),
+        };
+        let file = input.path.display().to_string();
+        let scanned = scan::symbols(&data, &file).ok()?;
+        let mut done = Done::default();
+        if scanned.references_probe_symbols() {
+            done.replacement = Some(private_name(dir, input.arg, &input.path));
+        }
+        let found = Found {
+            referenced: scanned.referenced,
+            defined: scanned.defined,
+            uses_runtime: scanned.uses_runtime,
+            walks_stacks: scanned.walks_stacks,
+            ..Found::default()
+        };
+        done.absorb(&file, &found, false);
+        dones.push(done);
+    }
+    let gathered = Gathered {
+        args: gathered.args.clone(),
+        order: gathered.order.clone(),
+        inputs: gathered.inputs.clone(),
+        removed: gathered.removed.clone(),
+        ..Gathered::default()
+    };
+    combine(line, gathered, dones).ok()
+}
+
+/// Puts the inputs' outcomes `dones` together: the link line with the rewritten inputs in
+/// place, the probe symbols referenced and defined by none, and the counts.
+fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<Rewrites> {
     let Gathered {
         mut args,
         order,
@@ -306,17 +387,9 @@ pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result
         notes,
         ..Rewrites::default()
     };
-    // Every input's outcome kept to the end: the probe symbols' names are borrowed from them.
-    let mut dones = Vec::with_capacity(inputs.len());
-    for result in rewrite_all(&inputs, dir, verbose) {
-        let mut done = result?;
-        if let Some(n) = done.live.take() {
-            return Err(live_reference(n));
-        }
-        dones.push(done);
-    }
     let mut guard_calls = Vec::new();
     for (input, done) in inputs.iter().zip(&mut dones) {
+        r.mappings.extend(done.mapping.take());
         guard_calls.append(&mut done.guard_calls);
         r.objects += done.objects;
         r.relocations += done.relocations;

@@ -102,6 +102,31 @@ impl<'d> Scanned<'d> {
 
 /// Scans the object `data` (named `file` in messages) for relocations against probe symbols.
 pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
+    let mut scanned = symbols(data, file)?;
+    if scanned.object.symbols.is_empty() {
+        return Ok(scanned);
+    }
+    let sections = &scanned.object.sections;
+    let has_guards = sections.iter().any(|s| {
+        sections
+            .section_name(LE, s)
+            .is_ok_and(|n| n == GUARD_SECTION.as_bytes())
+    });
+    if scanned.probes.is_empty() && !has_guards {
+        return Ok(scanned);
+    }
+    let sections = scanned.object.sections;
+    for (index, section) in sections.enumerate() {
+        scan_relocation_section(&mut scanned, index.0, section)?;
+    }
+    Ok(scanned)
+}
+
+/// The first half of [`scan`]: the object parsed and its symbols classified (the probe symbols
+/// it references and defines, whether it calls the runtime or the unwinder), its relocations not
+/// read. What the link line will be follows from this alone, unless the object's references to
+/// probe symbols turn out to be no sites.
+pub fn symbols<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
     let object = Object::parse(data, file)?;
     let relocations = object
         .sections
@@ -123,24 +148,19 @@ pub fn scan<'d>(data: &'d [u8], file: &str) -> Result<Scanned<'d>> {
         guard_relocs: Vec::new(),
         guard_sizes: BTreeMap::new(),
     };
-    if scanned.object.symbols.is_empty() {
-        return Ok(scanned);
-    }
-    classify_symbols(&mut scanned)?;
-    let sections = &scanned.object.sections;
-    let has_guards = sections.iter().any(|s| {
-        sections
-            .section_name(LE, s)
-            .is_ok_and(|n| n == GUARD_SECTION.as_bytes())
-    });
-    if scanned.probes.is_empty() && !has_guards {
-        return Ok(scanned);
-    }
-    let sections = scanned.object.sections;
-    for (index, section) in sections.enumerate() {
-        scan_relocation_section(&mut scanned, index.0, section)?;
+    if !scanned.object.symbols.is_empty() {
+        classify_symbols(&mut scanned)?;
     }
     Ok(scanned)
+}
+
+impl Scanned<'_> {
+    /// Whether the object references probe symbols it does not define: then it has sites,
+    /// unless none of its references to them is a call. (An object that defines probe symbols,
+    /// a program's own stubs, mostly does not call them.)
+    pub fn references_probe_symbols(&self) -> bool {
+        !self.referenced.is_empty()
+    }
 }
 
 /// Classifies every symbol once, so the relocation loop is a table lookup: fills `probes`,

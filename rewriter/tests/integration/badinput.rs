@@ -4,7 +4,9 @@
 //! that was there before left byte-identical.
 
 use crate::elf::{self, Elf};
-use crate::util::{cmd, compile_c, link_bin, read, require, run, source_dir, write, Out, TempDir};
+use crate::util::{
+    cmd, compile_c, link_bin, read, require, run, source_dir, temporaries_left, write, Out, TempDir,
+};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +67,17 @@ impl Setup {
             read(&self.out),
             OLD_OUTPUT,
             "the earlier output was touched:{o}"
+        );
+        // A link started beside the rewriting (GNU ld, lld) was abandoned: nothing of it shows
+        // or stays.
+        assert!(
+            !o.stderr.contains("abandoned this link"),
+            "the abandoned linker's messages were shown:{o}"
+        );
+        let left = temporaries_left(self.t.path());
+        assert!(
+            left.is_empty(),
+            "temporaries left beside the output {left:?}:{o}"
         );
     }
 

@@ -33,6 +33,7 @@ mod cli;
 mod cmake;
 mod corpus;
 mod diagnostics;
+mod early_link;
 mod elf;
 mod flamechart_script;
 mod install;

@@ -374,6 +374,16 @@ pub fn defined_functions(binary: &Path) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The temporaries bootprof-link left in `dir` (`.NAME.bootprof-*.tmp`, its output's name
+/// while the link runs): none once it has ended, whether the link failed or not.
+pub fn temporaries_left(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".bootprof-"))
+        .collect()
+}
+
 /// Compiles `src` with `cc -c flags` into `object`, requiring success.
 pub fn compile_c(src: &Path, object: &Path, flags: &[&str]) -> PathBuf {
     run(cmd("cc", ["-c"]).args(flags).arg(src).arg("-o").arg(object)).ok();
