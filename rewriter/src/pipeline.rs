@@ -43,18 +43,14 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     if early.is_some() && line.options.verbose {
         eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
     }
-    let mut rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path())?;
+    let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some())?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
     }
     let plan = LinkPlan::new(&line, runtime, &rewrites, dir.path())?;
-    plan.write_stubs(dir.path())?;
-    let mappings = std::mem::take(&mut rewrites.mappings);
-    let done_with_inputs = || {
-        drop(mappings);
-        dir.remove();
-    };
+    plan.write_stubs(dir.path(), early.is_some())?;
+    let done_with_inputs = || dir.remove();
     let (code, checked) = match early {
         Some((mut running, foreseen)) if foreseen.same_line(&plan) => {
             if running.open(stubs::SITES_SCRIPT.as_bytes())? {
@@ -175,11 +171,12 @@ impl LinkPlan {
         self.args == other.args && self.traced == other.traced
     }
 
-    /// Writes the stub object, whole.
-    fn write_stubs(&self, dir: &Path) -> Result<()> {
+    /// Writes the stub object (`whole`: see [`rewrite::write_file`]).
+    fn write_stubs(&self, dir: &Path, whole: bool) -> Result<()> {
         if !self.stubs.is_empty() {
             let stubs = stubs::stub_object(&self.stubs, self.library.as_deref())?;
-            rewrite::write_whole(&dir.join(STUBS), |f| std::io::Write::write_all(f, &stubs))?;
+            let write = |f: &mut std::fs::File| std::io::Write::write_all(f, &stubs);
+            rewrite::write_file(&dir.join(STUBS), whole, write)?;
         }
         Ok(())
     }

@@ -105,9 +105,6 @@ pub struct Rewrites {
     pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
-    /// The inputs' mappings: unmapping them takes a while on a large link, which need not wait
-    /// for it (dropped beside the output check).
-    pub mappings: Vec<Arc<memmap2::Mmap>>,
 }
 
 /// A guard of `bootprof.h` whose out-of-line call goes to `symbol`, and where it is.
@@ -137,8 +134,6 @@ struct Done {
     guard_calls: Vec<GuardCall>,
     /// The first reference to a probe symbol that is not a site and that the program can reach.
     live: Option<NotASite>,
-    /// The input's mapping, kept for [`Rewrites::mappings`].
-    mapping: Option<Arc<memmap2::Mmap>>,
 }
 
 impl Done {
@@ -232,16 +227,13 @@ fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
     dir.join(format!("{arg:04}-{base}"))
 }
 
-fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
+fn rewrite_input(input: &Input, dir: &Path, verbose: bool, whole: bool) -> Result<Done> {
     let data = match &input.data {
         Some(data) => Arc::clone(data),
         None => Arc::new(map(&input.path)?),
     };
     let file = input.path.display().to_string();
-    let mut done = Done {
-        mapping: Some(Arc::clone(&data)),
-        ..Done::default()
-    };
+    let mut done = Done::default();
     let new_at = |dir: &Path| private_name(dir, input.arg, &input.path);
     match input.kind {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
@@ -250,7 +242,7 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
             done.absorb(&file, &found, verbose);
             if let Some(emitted) = emitted {
                 let out = new_at(dir);
-                write_whole(&out, |f| emitted.write_to(f))?;
+                write_file(&out, whole, |f| emitted.write_to(f))?;
                 done.replacement = Some(out);
             }
         }
@@ -263,7 +255,7 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
             })?;
             if let Some(bytes) = new {
                 let out = new_at(dir);
-                write_whole(&out, |f| std::io::Write::write_all(f, &bytes))?;
+                write_file(&out, whole, |f| std::io::Write::write_all(f, &bytes))?;
                 done.replacement = Some(out);
             }
         }
@@ -271,12 +263,19 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool) -> Result<Done> {
     Ok(done)
 }
 
-/// Writes the file `path` by `write`, under a name of its own first, so that it is at `path`
-/// only whole: a link started before the rewriting ends (see `link::Gate`) may look for it.
-pub(crate) fn write_whole(
+/// Writes the file `path` by `write`. `whole`: under a name of its own first, then renamed, so
+/// that it is at `path` only whole, for a link started before the rewriting ends (see
+/// `link::Gate`), which may look for it (a rename each: 0.4 ms on linkbench's 42 objects).
+pub(crate) fn write_file(
     path: &Path,
+    whole: bool,
     write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> Result<()> {
+    if !whole {
+        return std::fs::File::create(path)
+            .and_then(|mut f| write(&mut f))
+            .map_err(|e| Error::io(path, e));
+    }
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
@@ -290,7 +289,7 @@ pub(crate) fn write_whole(
 }
 
 /// Rewrites `inputs` on up to `available_parallelism` threads; results in input order.
-fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool) -> Vec<Result<Done>> {
+fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<Result<Done>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(inputs.len().max(1));
@@ -302,7 +301,7 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool) -> Vec<Result<Done>>
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(input) = inputs.get(i) else { break };
-                let r = rewrite_input(input, dir, verbose);
+                let r = rewrite_input(input, dir, verbose, whole);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -315,10 +314,16 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool) -> Vec<Result<Done>>
         .collect()
 }
 
-/// Rewrites every input of `gathered` (from `line`) into `dir`.
-pub fn rewrite_inputs(line: &LinkLine, gathered: Gathered, dir: &Path) -> Result<Rewrites> {
+/// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
+/// [`write_file`]) for a link already started.
+pub fn rewrite_inputs(
+    line: &LinkLine,
+    gathered: Gathered,
+    dir: &Path,
+    whole: bool,
+) -> Result<Rewrites> {
     let mut dones = Vec::with_capacity(gathered.inputs.len());
-    for result in rewrite_all(&gathered.inputs, dir, line.options.verbose) {
+    for result in rewrite_all(&gathered.inputs, dir, line.options.verbose, whole) {
         let mut done = result?;
         if let Some(n) = done.live.take() {
             return Err(live_reference(n));
@@ -389,7 +394,6 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
     };
     let mut guard_calls = Vec::new();
     for (input, done) in inputs.iter().zip(&mut dones) {
-        r.mappings.extend(done.mapping.take());
         guard_calls.append(&mut done.guard_calls);
         r.objects += done.objects;
         r.relocations += done.relocations;
