@@ -91,14 +91,16 @@ impl Running {
     /// when the linker ended without reading it (a linker that does not read its scripts so, or
     /// a driver that failed first): the link is then abandoned, and the caller runs it again.
     pub fn open(&mut self, script: &[u8]) -> Result<bool> {
-        let gate = self
-            .gate
-            .as_mut()
-            .expect("opened once, when started with a gate");
+        let Some(mut gate) = self.gate.take() else {
+            return Err(Error::Internal(
+                "a link without a gate, or one opened before, was opened".into(),
+            ));
+        };
+        // Taken first: a gate that failed is not passed through again when the link is
+        // abandoned (dropped, its pipe closed, the linker reads to its end).
         let read = gate
             .pass(script, &mut self.child)
             .map_err(|e| Error::io(&gate.path, e))?;
-        self.gate = None;
         if read {
             let mut hold = lock(&self.hold);
             if let Hold::Held(lines) = std::mem::replace(&mut *hold, Hold::Through) {
@@ -230,7 +232,11 @@ impl Gate {
     /// the pipe: the linker reads its end) or `child` has ended (`false`).
     fn pass(&mut self, text: &[u8], child: &mut std::process::Child) -> std::io::Result<bool> {
         use std::os::fd::AsRawFd;
-        let mut write = self.write.take().expect("passed once");
+        let Some(mut write) = self.write.take() else {
+            return Err(std::io::Error::other(
+                "the linker script was handed over already",
+            ));
+        };
         // Far less than a pipe holds: the write does not wait for the reader.
         write.write_all(text)?;
         loop {

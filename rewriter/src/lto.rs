@@ -135,13 +135,17 @@ pub fn archive_ir(data: &[u8], path: &Path) -> IrKinds {
 
 /// The linker the driver will run, by the last `-fuse-ld=`: `true` for lld.
 fn uses_lld(line: &LinkLine) -> bool {
+    fuse_ld(line).is_some_and(|l| l.ends_with("lld"))
+}
+
+/// The value of the line's last `-fuse-ld=`, the linker the driver will run.
+pub(crate) fn fuse_ld(line: &LinkLine) -> Option<&str> {
     line.args
         .iter()
         .zip(&line.kinds)
         .filter(|(_, k)| **k == ArgKind::Option)
         .filter_map(|(a, _)| a.strip_prefix("-fuse-ld="))
         .next_back()
-        .is_some_and(|l| l.ends_with("lld"))
 }
 
 /// Which of `found` the link will hand to LTO code generation. gcc's IR goes to gcc's linker

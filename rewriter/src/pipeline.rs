@@ -218,8 +218,8 @@ impl LinkPlan {
 /// The caller starts it only for a link with an object of [`LARGE_OBJECT`] bytes or more: the
 /// driver needs a CPU the rewriting leaves free, which a link dominated by one large object
 /// does (its rewriting is one thread's for the most part; sqlite3's `-finstrument-functions`
-/// objects: 1.5-2.5 ms less with GNU ld, on two CPUs). Many smaller objects keep every CPU
-/// busy: linkbench's 42 took as long or up to 2 ms longer.
+/// objects, on two CPUs: 2.5-4 ms less with lld, whose start is long, 0.4-2.4 ms with GNU ld).
+/// Many smaller objects keep every CPU busy: linkbench's 42 took as long or up to 2 ms longer.
 fn start_early(
     line: &LinkLine,
     runtime: &runtime_lib::Embedded,
@@ -252,12 +252,7 @@ fn linker_reads_scripts_first(line: &LinkLine) -> bool {
     {
         return false;
     }
-    match line
-        .args
-        .iter()
-        .rev()
-        .find_map(|a| a.strip_prefix("-fuse-ld="))
-    {
+    match crate::lto::fuse_ld(line) {
         Some(linker) => known(linker) || linker == "bfd",
         None => std::env::var_os("PATH").is_some_and(|path| {
             std::env::split_paths(&path)

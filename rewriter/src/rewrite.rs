@@ -334,9 +334,9 @@ pub fn rewrite_inputs(
 }
 
 /// What [`rewrite_inputs`] will hand on, foreseen from the inputs' symbol tables alone (each
-/// input mapped into `gathered` now, for the rewriting to take): the link line and the probe
-/// symbols to stub are known before any code is read, so that the link can start while the
-/// rewriting runs. `None` where that cannot be told so: an archive among the inputs (its
+/// object mapped for this, only its symbols read): the link line and the probe symbols to stub
+/// are known before any code is read, so that the link can start while the rewriting runs.
+/// `None` where that cannot be told so: an archive among the inputs (its
 /// members are read one by one as they are rewritten), a file that is not an object, or one
 /// that does not parse (the rewriting says why). An object that references probe symbols it
 /// does not define is foreseen rewritten. Where that is wrong (its references are no calls, or
