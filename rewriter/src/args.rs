@@ -236,7 +236,7 @@ pub fn expand_response_files(args: Vec<String>) -> Vec<String> {
     out
 }
 
-/// Parses `bootprof-link`'s arguments (without argv[0]). `default_driver` is used in the drop-in
+/// Parses `bootprof-link`'s arguments (without `argv[0]`). `default_driver` is used in the drop-in
 /// form (from `BOOTPROF_CC`); `extra_flags` are our options from `BOOTPROF_LINK_FLAGS`.
 pub fn parse(argv: Vec<String>, default_driver: &str, extra_flags: &str) -> Result<LinkLine> {
     let mut options = Options::default();

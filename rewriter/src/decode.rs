@@ -1,7 +1,7 @@
 //! Instruction decoding for `patch`: decides whether the bytes under a relocation against a probe
 //! symbol are one of the call forms we rewrite, and whether an offset is an instruction boundary.
 //!
-//! Takes a text section's bytes and one relocation; hands on a [`Recognised`] verdict. The
+//! Takes a text section's bytes and one relocation; hands on a `Recognised` verdict. The
 //! opcodes of each form are [`Form::opcode`]; the bytes written for each are in
 //! [`bootprof_format::disabled_bytes`], with their before/after table.
 

@@ -264,7 +264,7 @@ fn real_lto_wrapper(line: &LinkLine) -> Result<String> {
     Ok(path)
 }
 
-/// bootprof-link run as `lto-wrapper` (`argv` without argv[0]): runs the real one with the same
+/// bootprof-link run as `lto-wrapper` (`argv` without `argv[0]`): runs the real one with the same
 /// arguments and environment, keeps a link to each object it prints in the directory the parent
 /// named, lists them there in order, and prints what it printed so that the plugin adds them to
 /// the link as always. Returns the exit status.

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Runs `bootprof-link` with `argv` (without argv[0]), linking `runtime` into programs; returns
+/// Runs `bootprof-link` with `argv` (without `argv[0]`), linking `runtime` into programs; returns
 /// the process exit code.
 pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i32> {
     let start = Instant::now();

@@ -315,7 +315,7 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<
 }
 
 /// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
-/// [`write_file`]) for a link already started.
+/// `write_file`) for a link already started.
 pub fn rewrite_inputs(
     line: &LinkLine,
     gathered: Gathered,

@@ -3,7 +3,7 @@
 //! was entered; hands on an EXIT record of the function when it returns, as uftrace and ftrace's
 //! function-graph tracer do.
 //!
-//! At the hook ([`hook`]) the function's return address is swapped for the trampoline
+//! At the hook (`hook`) the function's return address is swapped for the trampoline
 //! `bootprof_graph_return`, and the real one is pushed on the thread's shadow stack with its
 //! slot (the address of the word it was in: the stack top at an `__fentry__` site, `8(%rbp)` at
 //! an `mcount` site). The function's `ret` enters the trampoline, which keeps the return value

@@ -56,7 +56,7 @@ pub(crate) const DISABLING_CALL: u8 = 4;
 /// One site of a loaded object: what the hit path and enabling read, in one cache line. Its
 /// names, its stub's id, its disabled bytes and its profile point are found when asked for: the
 /// names from its entry in the table ([`SiteRec::names`]), the point in its table's
-/// [`TableInfo::points`]; reading a table of 21,000 sites then writes 1.3 MB, not 4.4 MB.
+/// `TableInfo::points`; reading a table of 21,000 sites then writes 1.3 MB, not 4.4 MB.
 #[repr(C, align(64))]
 pub struct SiteRec {
     /// Address of the site.
@@ -394,7 +394,7 @@ pub(crate) fn counting() -> bool {
 }
 
 /// Count, total, min and max TSC ticks of one profile point (kept for its ENTER site, in its
-/// table's [`TableInfo`]).
+/// table's `TableInfo`).
 #[derive(Default)]
 pub struct Point {
     pub(crate) count: AtomicU64,

@@ -3,18 +3,18 @@
 //! Takes the parsed object and its verified sites; hands on the bytes of a new relocatable object
 //! in which
 //! - each site holds its NOP form and its relocation is gone, as are its guard record's
-//!   ([`text`], [`relocs`]);
+//!   (`text`, `relocs`);
 //! - each tail site jumping to a stub has a thunk at the end of its text section, which its table
-//!   entry targets (the site's identity in call mode) ([`text`]);
+//!   entry targets (the site's identity in call mode) (`text`);
 //! - each text section with sites has a `bootprof_sites` fragment (`SHF_LINK_ORDER` to that text
 //!   section, and in its COMDAT group if it has one) with a `.rela` section giving each entry the
-//!   site's address and its stub's address ([`fragment`]);
+//!   site's address and its stub's address (`fragment`);
 //! - a local `STT_SECTION` symbol exists for each such text section (inserted after the existing
-//!   locals when missing, [`symbols`]; every user of symbol indices is renumbered, [`relocs`]:
+//!   locals when missing, `symbols`; every user of symbol indices is renumbered, `relocs`:
 //!   relocations, group signatures, `.llvm_addrsig`, the call-graph profile and the extended
 //!   section index table).
 //!
-//! Original sections keep their indices; new sections go at the end ([`layout`]). Every header,
+//! Original sections keep their indices; new sections go at the end (`layout`). Every header,
 //! symbol and relocation is an `object::elf` structure; contents stay borrowed from the input
 //! until a phase changes them.
 

@@ -41,7 +41,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a program with probes enabled and its hits recorded into a new session directory
-    /// (bootprof.<pid>.session unless -o): every process of its tree that carries the runtime
+    /// (`bootprof.<pid>.session` unless -o): every process of its tree that carries the runtime
     /// records into its own lane there, as it runs (with --count, only its hit counts, printed
     /// when the program ends). The programs must have been linked by bootprof-link.
     Run(RunOptions),

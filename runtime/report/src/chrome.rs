@@ -15,7 +15,7 @@
 //! `bootprof_notes` when something of the kind is to be said (functions with entries only, a
 //! report-time filter), and `bootprof_not_shown`, what the processes lost.
 //!
-//! Frames are B/E pairs on their thread, in the order the [`timeline`](crate::timeline) opens
+//! Frames are B/E pairs on their thread, in the order the [`timeline`] opens
 //! and closes them, so they balance per thread: an EXIT without its ENTER is dropped, frames
 //! open at the end close at the last record's time. Waits are frames of category `wait`, blame
 //! frames `blame`, and the holder's frames copied under them `blamed`. EVENT, HOLD and RELEASE

@@ -32,7 +32,7 @@
 //! a grid of a thousandth of a pixel, so frames that start or end at the same time share the
 //! edge exactly, however far the chart is zoomed.
 //!
-//! One inline script ([`SCRIPT`], written once, after the frames) makes the chart explorable
+//! One inline script (`SCRIPT`, written once, after the frames) makes the chart explorable
 //! as flamegraph.pl's SVGs are: a click on a frame zooms into its time range, "Reset Zoom",
 //! Escape or a click on the background zooms out, "Search" (or Ctrl-F, `/`) highlights the
 //! frames whose names match and says the share of the threads' time they cover. The script

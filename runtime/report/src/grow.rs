@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Chunks a lane is grown at most ahead of its process (8 MiB); a lane is grown half its length
-/// ahead, between [`MIN_LEAD`] and this: more than the runtime adds to it at once (a quarter of
+/// ahead, between `MIN_LEAD` and this: more than the runtime adds to it at once (a quarter of
 /// its length, at most 4 MiB), so that its next growth finds every page made. One traced
 /// thread writing records as fast as it can (about 0.5 GB/s) takes 16 ms to use it up, many of
 /// this grower's passes. It bounds the zeros a lane holds past its end, which cost page cache,

@@ -6,7 +6,7 @@
 //!   session's processes, the command line; `pid N` for a single process's trace file) and, under
 //!   it, a track per thread that has records (`ThreadDescriptor`: pid, tid, thread name).
 //! * Frames as `TYPE_SLICE_BEGIN`/`TYPE_SLICE_END` on their thread's track, in the order the
-//!   [`timeline`](crate::timeline) opens and closes them, so they balance and nest per thread:
+//!   [`timeline`] opens and closes them, so they balance and nest per thread:
 //!   an EXIT without its ENTER is dropped; the frames of entries-only hooks (`__fentry__`,
 //!   `mcount`) close where a later ENTER shows they returned; frames still open when the records
 //!   end close where their process ended (the trace's last record for a single process), as the

@@ -16,7 +16,7 @@
 //! not measured; a note after the table says so.
 //!
 //! A run counts when its frame closed by its own EXIT or was seen to have returned (see
-//! [`timeline`](crate::timeline)); frames still open when the trace ends are left out, as are
+//! [`timeline`]); frames still open when the trace ends are left out, as are
 //! waits and the copies of blamed threads' frames. A session of several processes gets a table
 //! per process (headed `process exe-pid (how it ended)`), then the total over all of them.
 

@@ -325,7 +325,7 @@ impl std::fmt::Debug for Records {
     }
 }
 
-/// Records written in order: held in memory up to a run's worth ([`RUN`]), past that written
+/// Records written in order: held in memory up to a run's worth (`RUN`), past that written
 /// to a temporary file (`$TMPDIR`, removed when done) that the [`Records`] then read.
 pub struct Spool {
     mem: Vec<Record>,
