@@ -312,7 +312,9 @@ pub fn allocate_in_huge_pages(largest_object: usize) {
     }
 }
 
-/// The size of an object from which [`allocate_in_huge_pages`] gives the heap huge pages.
+/// The size of an object from which [`allocate_in_huge_pages`] gives the heap huge pages, and
+/// from which the link starts beside the rewriting (`start_early`): both pay where one large
+/// object's rewriting dominates the link.
 pub const LARGE_OBJECT: usize = 1 << 20;
 
 /// How much of the heap [`allocate_in_huge_pages`] advises into huge pages: address space only
