@@ -48,11 +48,23 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
     }
-    let plan = LinkPlan::new(&line, runtime, &rewrites, dir.path())?;
+    // The early link's plan where the rewriting bears out what was foreseen (the line follows
+    // from that alone), not made again while its linker waits.
+    let (plan, early) = match early {
+        Some((running, plan, foreseen)) if foreseen.same_line(&rewrites) => (plan, Some(running)),
+        early => {
+            if let Some((running, ..)) = early {
+                running.abandon();
+                // An object whose references to probe symbols are no calls.
+                note_abandoned(&line, "the rewriting changed its line");
+            }
+            (LinkPlan::new(&line, runtime, &rewrites, dir.path())?, None)
+        }
+    };
     plan.write_stubs(dir.path(), early.is_some())?;
     let done_with_inputs = || dir.remove();
     let (code, checked) = match early {
-        Some((mut running, foreseen)) if foreseen.same_line(&plan) => {
+        Some(mut running) => {
             if running.open(stubs::SITES_SCRIPT.as_bytes())? {
                 running.finish(&line, &plan.args, done_with_inputs)?
             } else {
@@ -61,12 +73,6 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
                 note_abandoned(&line, "its linker ended without reading bootprof's script");
                 plan.link(&line, dir.path(), done_with_inputs)?
             }
-        }
-        Some((running, _)) => {
-            running.abandon();
-            // An object whose references to probe symbols are no calls.
-            note_abandoned(&line, "the rewriting changed its line");
-            plan.link(&line, dir.path(), done_with_inputs)?
         }
         None => plan.link(&line, dir.path(), done_with_inputs)?,
     };
@@ -166,11 +172,6 @@ impl LinkPlan {
         })
     }
 
-    /// Whether `other` runs the same link.
-    fn same_line(&self, other: &LinkPlan) -> bool {
-        self.args == other.args && self.traced == other.traced
-    }
-
     /// Writes the stub object (`whole`: see [`rewrite::write_file`]).
     fn write_stubs(&self, dir: &Path, whole: bool) -> Result<()> {
         if !self.stubs.is_empty() {
@@ -207,7 +208,7 @@ impl LinkPlan {
 }
 
 /// Starts the final link before the rewriting, on the line the inputs' symbol tables foretell
-/// ([`rewrite::foresee`]), with its linker script as the gate ([`link::Gate`]) that holds the
+/// ([`rewrite::foresee`], handed back for the caller to compare), with its linker script as the gate ([`link::Gate`]) that holds the
 /// linker until every input is written: the driver and its linker's start (3-4 ms of GNU ld's,
 /// about 15 of lld's) run beside the rewriting. Only where that is safe to rely on: a line with
 /// bootprof's script (no `-T` of its own), a linker known to read its `-T` scripts first and
@@ -225,7 +226,7 @@ fn start_early(
     runtime: &runtime_lib::Embedded,
     gathered: &gather::Gathered,
     dir: &Path,
-) -> Option<(link::Running, LinkPlan)> {
+) -> Option<(link::Running, LinkPlan, rewrite::Rewrites)> {
     if line.options.keep_temps || !linker_reads_scripts_first(line) {
         return None;
     }
@@ -237,7 +238,7 @@ fn start_early(
     plan.write_fragment(dir).ok()?;
     let gate = link::Gate::new(&dir.join(SCRIPT)).ok()?;
     let running = link::start(line, &plan.args, &plan.traced, dir, Some(gate)).ok()?;
-    Some((running, plan))
+    Some((running, plan, foreseen))
 }
 
 /// Whether the linker the driver runs for `line` is GNU ld or lld: by the last `-fuse-ld=`,

@@ -107,6 +107,18 @@ pub struct Rewrites {
     pub notes: Vec<String>,
 }
 
+impl Rewrites {
+    /// Whether `other` makes the same final link line: what the line is made from (the
+    /// arguments, the probe symbols to stub, and whether the runtime's API and the unwinder
+    /// are called) is the same.
+    pub fn same_line(&self, other: &Rewrites) -> bool {
+        self.args == other.args
+            && self.referenced == other.referenced
+            && self.uses_runtime == other.uses_runtime
+            && self.walks_stacks == other.walks_stacks
+    }
+}
+
 /// A guard of `bootprof.h` whose out-of-line call goes to `symbol`, and where it is.
 #[derive(Debug, Clone)]
 struct GuardCall {

@@ -3,7 +3,8 @@
 //! for bootprof's linker script, handed to it through a pipe once every input is written. These tests check that such a link makes the
 //! same binary as one started after the rewriting (`--keep-temps` starts it so), that the
 //! linker's messages are shown once, in order, and that a link that cannot go that way (a
-//! driver failing before its linker reads the script) is run again and reported once.
+//! driver failing before its linker reads the script, a line the rewriting changes, a rewriting
+//! that fails) is abandoned without a trace and, where the rewriting succeeded, run again.
 
 use crate::util::{
     cmd, compile_c, compile_case, have, link_bin, read, require, run, skipped, source_dir,
@@ -199,4 +200,40 @@ fn a_rewriting_that_fails_abandons_the_waiting_link_without_a_trace() {
     assert!(!out.exists(), "an output was made:{o}");
     let left = temporaries_left(t.path());
     assert!(left.is_empty(), "temporaries left {left:?}:{o}");
+}
+
+#[test]
+fn a_line_the_rewriting_does_not_bear_out_is_linked_again() {
+    require!("cc");
+    let t = TempDir::new("early-line-changed");
+    let mut objs = objects(&t);
+    // A megabyte object that calls a probe symbol it defines itself: its symbol table shows no
+    // probe reference, so the line foreseen keeps it as it is, but its call is a site.
+    let own = t.join("own.s");
+    write(
+        &own,
+        ".text\n.globl own_pad\n.type own_pad,@function\nown_pad:\n\
+         call __dtrace_sdt_own__probe\n.skip 1100000, 0x90\nret\n.size own_pad, .-own_pad\n\
+         .globl __dtrace_sdt_own__probe\n.type __dtrace_sdt_own__probe,@function\n\
+         __dtrace_sdt_own__probe:\nret\n.size __dtrace_sdt_own__probe, .-__dtrace_sdt_own__probe\n\
+         .section .note.GNU-stack,\"\",@progbits\n",
+    );
+    objs.push(compile_c(&own, &t.join("own.o"), &[]));
+    let (again, later) = (t.join("again"), t.join("later"));
+    let o = link(&["--verbose"], &[], &again, &objs).ok();
+    assert!(
+        o.stderr
+            .contains("abandoned (the rewriting changed its line); linking again"),
+        "the early link was not abandoned:{o}"
+    );
+    assert!(!o.stderr.contains("abandoned this link"), "{o}");
+    let kept = link(&["--keep-temps"], &[], &later, &objs).ok();
+    remove_kept(&kept);
+    assert!(read(&again) == read(&later), "the two links differ:{o}");
+    let listed = run(cmd(BOOTPROF, ["list".as_ref(), again.as_os_str()])).ok();
+    assert!(
+        listed.stdout.contains("own:probe"),
+        "no own:probe site:{listed}"
+    );
+    assert!(temporaries_left(t.path()).is_empty(), "{o}");
 }
