@@ -32,6 +32,26 @@ pub fn final_link(
     start(line, args, traced, dir, None)?.finish(line, args, done_with_inputs)
 }
 
+/// [`final_link`], with `checks` made while the linker runs: what it prints is held back until
+/// they pass; when they fail, the link is abandoned (its output dropped) and their error
+/// returned.
+pub fn final_link_checking(
+    line: &LinkLine,
+    args: &[String],
+    traced: &BTreeSet<String>,
+    dir: &Path,
+    checks: impl FnOnce() -> Result<()>,
+    done_with_inputs: impl FnOnce() + Send,
+) -> Result<(i32, std::time::Duration)> {
+    let mut running = start_holding(line, args, traced, dir, None, true)?;
+    if let Err(e) = checks() {
+        running.abandon();
+        return Err(e);
+    }
+    running.release();
+    running.finish(line, args, done_with_inputs)
+}
+
 /// Starts the final link of `args` as [`final_link`] does, without waiting for it. With a
 /// `gate`, the linker waits for its linker script, which [`Running::open`] hands it, and what it
 /// prints is held back until then.
@@ -41,6 +61,19 @@ pub fn start(
     traced: &BTreeSet<String>,
     dir: &Path,
     gate: Option<Gate>,
+) -> Result<Running> {
+    start_holding(line, args, traced, dir, gate, false)
+}
+
+/// [`start`], holding back what the driver prints (until [`Running::release`]) when `held`, as
+/// with a gate.
+fn start_holding(
+    line: &LinkLine,
+    args: &[String],
+    traced: &BTreeSet<String>,
+    dir: &Path,
+    gate: Option<Gate>,
+    held: bool,
 ) -> Result<Running> {
     let output = &line.output;
     // Creating the temporary checks that the output can be written at all before the link.
@@ -54,9 +87,9 @@ pub fn start(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| Error::Spawn { program, source })?;
-    let hold = Arc::new(Mutex::new(match gate {
-        Some(_) => Hold::Held(Vec::new()),
-        None => Hold::Through,
+    let hold = Arc::new(Mutex::new(match gate.is_some() || held {
+        true => Hold::Held(Vec::new()),
+        false => Hold::Through,
     }));
     let traced = Arc::new(traced.clone());
     let stdout = child.stdout.take().expect("piped");
@@ -87,10 +120,11 @@ pub struct Running {
 }
 
 impl Running {
-    /// Hands the waiting linker `script` through the gate, then lets its output through. `false`
-    /// when the linker ended without reading it (a linker that does not read its scripts so, or
-    /// a driver that failed first): the link is then abandoned, and the caller runs it again.
-    pub fn open(&mut self, script: &[u8]) -> Result<bool> {
+    /// Hands the waiting linker `script` through the gate, then lets its output through unless
+    /// `hold` (then [`Running::release`] does). `false` when the linker ended without reading it
+    /// (a linker that does not read its scripts so, or a driver that failed first): the link is
+    /// then abandoned, and the caller runs it again.
+    pub fn open(&mut self, script: &[u8], hold: bool) -> Result<bool> {
         let Some(mut gate) = self.gate.take() else {
             return Err(Error::Internal(
                 "a link without a gate, or one opened before, was opened".into(),
@@ -101,15 +135,20 @@ impl Running {
         let read = gate
             .pass(script, &mut self.child)
             .map_err(|e| Error::io(&gate.path, e))?;
-        if read {
-            let mut hold = lock(&self.hold);
-            if let Hold::Held(lines) = std::mem::replace(&mut *hold, Hold::Through) {
-                for (to, line) in lines {
-                    to.write_line(&line);
-                }
-            }
+        if read && !hold {
+            self.release();
         }
         Ok(read)
+    }
+
+    /// Lets the linker's output through, what it printed so far first.
+    pub fn release(&mut self) {
+        let mut hold = lock(&self.hold);
+        if let Hold::Held(lines) = std::mem::replace(&mut *hold, Hold::Through) {
+            for (to, line) in lines {
+                to.write_line(&line);
+            }
+        }
     }
 
     /// Waits for the link, checks the references and the binary, and puts it in place, as

@@ -52,7 +52,7 @@ pub struct Deferred<'d> {
 
 /// A section's bytes and the calls whose boundary checks [`Deferred`] holds: (the offset their
 /// function starts at, the call's offset).
-type DeferredSection<'d> = (&'d [u8], Vec<(usize, usize)>);
+pub type DeferredSection<'d> = (&'d [u8], Vec<(usize, usize)>);
 
 /// The smallest section whose boundary checks [`verify_deferring`] defers: the sections of an
 /// object compiled with `-finstrument-functions` hold most of its code, each function decoded
@@ -63,7 +63,7 @@ pub const DEFER_MIN: usize = 128 << 10;
 /// Calls of a chunk of [`Deferred`]: enough for a chunk's decoding to outweigh taking it.
 const CHUNK_CALLS: usize = 512;
 
-impl Deferred<'_> {
+impl<'d> Deferred<'d> {
     /// Takes chunks of checks until none is left (several threads may work at once); whether
     /// every call this thread checked is on an instruction boundary.
     pub fn work(&self) -> bool {
@@ -76,6 +76,22 @@ impl Deferred<'_> {
             let (text, calls) = &self.sections[sec];
             decode::on_boundaries_lanes(text, &calls[lo..hi], |_, ok| all &= ok);
         }
+    }
+
+    /// The sections' bytes and calls, to be checked later ([`Deferred::of`] takes them back).
+    pub fn into_sections(self) -> Vec<DeferredSection<'d>> {
+        self.sections
+    }
+
+    /// The checks of `sections` (each its bytes and calls, as [`Deferred::into_sections`] gives
+    /// them), for [`Deferred::work`].
+    pub fn of(sections: Vec<DeferredSection<'d>>) -> Deferred<'d> {
+        let mut d = Deferred {
+            sections,
+            ..Deferred::default()
+        };
+        d.cut();
+        d
     }
 
     /// Cuts the calls of each section into chunks of whole functions.

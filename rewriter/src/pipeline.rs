@@ -43,7 +43,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     if early.is_some() && line.options.verbose {
         eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
     }
-    let rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some())?;
+    let mut rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some())?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
@@ -63,18 +63,31 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     };
     plan.write_stubs(dir.path(), early.is_some())?;
     let done_with_inputs = || dir.remove();
+    // The instruction-boundary checks the rewriting left: made while the final link runs (a
+    // link started early, or the one started now), its output held back until they pass.
+    let later = std::mem::take(&mut rewrites.later);
+    if !later.is_empty() && line.options.verbose {
+        let calls: usize = later.iter().map(rewrite::LaterChecks::calls).sum();
+        eprintln!("bootprof-link: the instruction-boundary checks of {calls} calls are made beside the link");
+    }
     let (code, checked) = match early {
         Some(mut running) => {
-            if running.open(stubs::SITES_SCRIPT.as_bytes())? {
+            if running.open(stubs::SITES_SCRIPT.as_bytes(), !later.is_empty())? {
+                if let Err(e) = rewrite::check_later(later) {
+                    // Its output dropped: the binary holds a NOP where no call was.
+                    running.abandon();
+                    return Err(e);
+                }
+                running.release();
                 running.finish(&line, &plan.args, done_with_inputs)?
             } else {
                 // The linker ended without its script: whatever it did is not this link.
                 running.abandon();
                 note_abandoned(&line, "its linker ended without reading bootprof's script");
-                plan.link(&line, dir.path(), done_with_inputs)?
+                plan.link(&line, dir.path(), later, done_with_inputs)?
             }
         }
-        None => plan.link(&line, dir.path(), done_with_inputs)?,
+        None => plan.link(&line, dir.path(), later, done_with_inputs)?,
     };
     if line.options.stats {
         let total = start.elapsed();
@@ -195,6 +208,7 @@ impl LinkPlan {
         &self,
         line: &LinkLine,
         dir: &Path,
+        later: Vec<rewrite::LaterChecks>,
         done_with_inputs: impl FnOnce() + Send,
     ) -> Result<(i32, std::time::Duration)> {
         if self.script {
@@ -203,7 +217,12 @@ impl LinkPlan {
             write_private(dir, SCRIPT, stubs::SITES_SCRIPT)?;
             self.write_fragment(dir)?;
         }
-        link::final_link(line, &self.args, &self.traced, dir, done_with_inputs)
+        let (args, traced) = (&self.args, &self.traced);
+        if later.is_empty() {
+            return link::final_link(line, args, traced, dir, done_with_inputs);
+        }
+        let checks = || rewrite::check_later(later);
+        link::final_link_checking(line, args, traced, dir, checks, done_with_inputs)
     }
 }
 

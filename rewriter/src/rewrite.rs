@@ -47,13 +47,6 @@ pub fn rewrite_pieces<'d>(
     file: &str,
 ) -> Result<(Option<emit::Emitted<'d>>, Found<'d>)> {
     let scanned = scan::scan(data, file)?;
-    let emit_plan = |plan: patch::Plan<'d>| -> Result<_> {
-        let emitted = match &plan.object {
-            Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
-            None => None,
-        };
-        Ok((emitted, plan.found))
-    };
     if !patch::defers(&scanned) {
         return emit_plan(patch::verify(scanned)?);
     }
@@ -85,6 +78,130 @@ pub fn rewrite_pieces<'d>(
     emit_plan(patch::verify(scan::scan(data, file)?)?)
 }
 
+/// The new object's pieces and the sites of `plan`.
+fn emit_plan<'d>(plan: patch::Plan<'d>) -> Result<(Option<emit::Emitted<'d>>, Found<'d>)> {
+    let emitted = match &plan.object {
+        Some(obj) => Some(emit::emit(obj, &plan.found.sites)?),
+        None => None,
+    };
+    Ok((emitted, plan.found))
+}
+
+/// [`rewrite_pieces`] with the instruction-boundary checks of the large sections left undone,
+/// for [`check_later`] while the final link runs: its linker reads the inputs on one CPU, the
+/// checks take another. (On two CPUs, the checks made beside the rewriting kept a linker
+/// started beside it waiting for its script, and any link waiting for its inputs.) The object is
+/// written meanwhile with its calls taken for sites; the link's output is held back until the
+/// checks pass, and dropped when one fails.
+fn rewrite_checking_later<'d>(
+    data: &'d [u8],
+    file: &str,
+) -> Result<(
+    Option<emit::Emitted<'d>>,
+    Found<'d>,
+    Vec<patch::DeferredSection<'d>>,
+)> {
+    let scanned = scan::scan(data, file)?;
+    let mut deferred = None;
+    let done = patch::verify_deferring(scanned, |d| deferred = Some(d)).and_then(emit_plan);
+    match done {
+        Ok((emitted, found)) => {
+            let later = deferred.map_or_else(Vec::new, patch::Deferred::into_sections);
+            Ok((emitted, found, later))
+        }
+        // An error made with calls not yet checked: if one is not an instruction, that is
+        // the error to report.
+        Err(e) => Err(match deferred {
+            Some(d) if !d.work() => not_an_instruction(data, file),
+            _ => e,
+        }),
+    }
+}
+
+/// The error for an object some of whose calls a deferred check found off the instruction
+/// boundaries: the object verified again without deferring, which says which call (a reference
+/// to a probe symbol that is not a site, where the program can reach it).
+fn not_an_instruction(data: &[u8], file: &str) -> Error {
+    let verified = scan::scan(data, file).and_then(patch::verify);
+    match verified.map(|plan| plan.found.not_sites.into_iter().find(|n| n.live)) {
+        Err(e) => e,
+        Ok(Some(n)) => live_reference(n),
+        Ok(None) => Error::Internal(format!(
+            "{file}: a deferred instruction-boundary check failed, and the object verified \
+             again has every call on a boundary"
+        )),
+    }
+}
+
+/// The instruction-boundary checks of one object's large sections, left by the rewriting of a
+/// link already started for [`check_later`]: the object's mapping, its name, and each section's
+/// place in the file with its calls (the offset their function starts at, the call's offset).
+pub struct LaterChecks {
+    data: Arc<memmap2::Mmap>,
+    file: String,
+    sections: Vec<LaterSection>,
+}
+
+/// A section's place in its file, and its calls as [`patch::DeferredSection`] has them.
+type LaterSection = (Range<usize>, Vec<(usize, usize)>);
+
+impl std::fmt::Debug for LaterChecks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let calls: usize = self.sections.iter().map(|(_, c)| c.len()).sum();
+        write!(f, "LaterChecks({}: {calls} calls)", self.file)
+    }
+}
+
+impl LaterChecks {
+    /// The checks `sections` of the object `data` (its sections' bytes among them) names
+    /// `file`; `None` when a section's bytes are not `data`'s.
+    fn new(
+        data: &Arc<memmap2::Mmap>,
+        file: &str,
+        sections: Vec<patch::DeferredSection<'_>>,
+    ) -> Option<LaterChecks> {
+        let base = data.as_ptr() as usize;
+        let sections = sections
+            .into_iter()
+            .map(|(text, calls)| {
+                let at = (text.as_ptr() as usize).checked_sub(base)?;
+                (at + text.len() <= data.len()).then_some((at..at + text.len(), calls))
+            })
+            .collect::<Option<_>>()?;
+        Some(LaterChecks {
+            data: Arc::clone(data),
+            file: file.to_string(),
+            sections,
+        })
+    }
+
+    /// How many calls it checks.
+    pub fn calls(&self) -> usize {
+        self.sections.iter().map(|(_, c)| c.len()).sum()
+    }
+}
+
+/// Runs the checks the rewriting left (see [`rewrite_checking_later`]) on this thread: `Ok`
+/// when every call is on an instruction boundary, else the error that names the first object's
+/// call that is not, as the rewriting would have.
+pub fn check_later(checks: Vec<LaterChecks>) -> Result<()> {
+    for LaterChecks {
+        data,
+        file,
+        sections,
+    } in checks
+    {
+        let sections = sections
+            .into_iter()
+            .map(|(at, calls)| (&data[at], calls))
+            .collect();
+        if !patch::Deferred::of(sections).work() {
+            return Err(not_an_instruction(&data, &file));
+        }
+    }
+    Ok(())
+}
+
 /// What rewriting every input produced.
 #[derive(Debug, Default)]
 pub struct Rewrites {
@@ -105,6 +222,8 @@ pub struct Rewrites {
     pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
+    /// The instruction-boundary checks left for [`check_later`] (a link already started).
+    pub later: Vec<LaterChecks>,
 }
 
 impl Rewrites {
@@ -146,6 +265,8 @@ struct Done {
     guard_calls: Vec<GuardCall>,
     /// The first reference to a probe symbol that is not a site and that the program can reach.
     live: Option<NotASite>,
+    /// The instruction-boundary checks left for [`check_later`].
+    later: Option<LaterChecks>,
 }
 
 impl Done {
@@ -250,7 +371,13 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool, whole: bool) -> Resul
     match input.kind {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
         InputKind::Object => {
-            let (emitted, found) = rewrite_pieces(&data, &file)?;
+            let (emitted, found, later) = rewrite_checking_later(&data, &file)?;
+            if !later.is_empty() {
+                let checks = LaterChecks::new(&data, &file, later).ok_or_else(|| {
+                    Error::Internal(format!("{file}: a section's bytes outside its file"))
+                })?;
+                done.later = Some(checks);
+            }
             done.absorb(&file, &found, verbose);
             if let Some(emitted) = emitted {
                 let out = new_at(dir);
@@ -327,7 +454,9 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<
 }
 
 /// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
-/// `write_file`) for a link already started.
+/// `write_file`) for a link already started. The instruction-boundary checks of objects' large
+/// sections are left in [`Rewrites::later`]: the caller makes them ([`check_later`]) before it
+/// uses anything linked from these inputs.
 pub fn rewrite_inputs(
     line: &LinkLine,
     gathered: Gathered,
@@ -413,6 +542,7 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         r.uses_runtime |= done.uses_runtime;
         r.walks_stacks |= done.walks_stacks;
         r.notes.append(&mut done.notes);
+        r.later.extend(done.later.take());
         if let Some(new) = done.replacement.take() {
             let new = new.display().to_string();
             match line.kinds.get(input.arg) {
