@@ -24,26 +24,29 @@ pub(super) fn renumber(
     sites: &[SiteInfo<'_>],
     syms: &SectionSymbols,
 ) -> Result<()> {
-    // (relocation section, entry) of every relocation to remove, sorted: each section's a run.
-    let mut dropped: Vec<(usize, usize)> = Vec::with_capacity(sites.len());
+    // The relocations to remove: a bit each, by relocation section. (Sorting the (section,
+    // entry) pairs, which come in the sites' order, not the relocations', cost 5 M instructions
+    // for sqlite3's 19,700 sites.)
+    let mut dropping: Vec<Vec<u64>> = vec![Vec::new(); out.sections.len()];
+    let mut drop = |(sec, entry): (usize, usize)| {
+        if let Some(bits) = dropping.get_mut(sec) {
+            if bits.len() <= entry / 64 {
+                bits.resize(entry / 64 + 1, 0);
+            }
+            bits[entry / 64] |= 1 << (entry % 64);
+        }
+    };
     for s in sites {
-        dropped.push(s.rela);
+        drop(s.rela);
         if let Some(g) = &s.guard {
-            dropped.extend_from_slice(&g.relas);
+            g.relas.iter().copied().for_each(&mut drop);
         }
     }
-    dropped.sort_unstable();
-    dropped.dedup();
     let renumbered = syms.renumbered();
     let remap = |i: u32| syms.remap(i as usize) as u32;
     let file = out.file.clone();
-    let mut rest = &dropped[..];
-    for (i, sec) in out.sections.iter_mut().enumerate() {
+    for (sec, dropped) in out.sections.iter_mut().zip(&dropping) {
         let linked = sec.sh_link() as usize == out.symtab;
-        // This section's run: the runs of the sections before it were taken already.
-        let run = rest.partition_point(|&(s, _)| s <= i);
-        let (dropped, after) = rest.split_at(run);
-        rest = after;
         match sec.sh_type() {
             t if t == elf::SHT_RELA.0 && linked => {
                 if !renumbered && dropped.is_empty() {
@@ -106,19 +109,25 @@ pub(super) fn renumber(
 }
 
 /// The entries of a table section, copied out of its bytes (as [`super::table`]), but for
-/// those at the indices `drop` lists (`(section, entry)`, sorted, each entry once): the runs
-/// between them copied whole.
-fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[(usize, usize)]) -> Vec<T> {
+/// those whose bits `drop` sets (bit `j % 64` of word `j / 64` for entry `j`): the runs between
+/// them copied whole.
+fn kept<T: object::pod::Pod>(bytes: &[u8], drop: &[u64]) -> Vec<T> {
     let whole = bytes.len() - bytes.len() % std::mem::size_of::<T>();
     let all = object::pod::slice_from_all_bytes::<T>(&bytes[..whole])
         .expect("object's ELF types are unaligned");
-    let mut out = Vec::with_capacity(all.len().saturating_sub(drop.len()));
+    let dropped: usize = drop.iter().map(|w| w.count_ones() as usize).sum();
+    let mut out = Vec::with_capacity(all.len().saturating_sub(dropped));
     let mut from = 0;
-    for &(_, j) in drop {
-        out.extend_from_slice(&all[from..j]);
-        from = j + 1;
+    for (w, &word) in drop.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let j = (w * 64 + bits.trailing_zeros() as usize).min(all.len());
+            out.extend_from_slice(&all[from.min(j)..j]);
+            from = j + 1;
+            bits &= bits - 1;
+        }
     }
-    out.extend_from_slice(&all[from..]);
+    out.extend_from_slice(&all[from.min(all.len())..]);
     out
 }
 
