@@ -38,9 +38,14 @@ pub(super) fn add_fragments(
         // A call site's target is its stub (the probe symbol); a guard's, its out-of-line code;
         // a tail site's, its thunk.
         let thunks = thunks.get(&sec).map_or(&[][..], Vec::as_slice);
-        let thunk_of = |offset: u64| {
-            let i = thunks.binary_search_by_key(&offset, |t| t.0).ok()?;
-            Some(thunks[i].1)
+        // The sites come in offset order, as the thunks do: one walk over both.
+        let mut next_thunk = 0;
+        let mut thunk_of = |offset: u64| {
+            while thunks.get(next_thunk).is_some_and(|t| t.0 < offset) {
+                next_thunk += 1;
+            }
+            let t = thunks.get(next_thunk).filter(|t| t.0 == offset)?;
+            Some(t.1)
         };
         let (bytes, relas) = fragment(list, text_symbol, |s| {
             match (&s.guard, thunk_of(s.offset)) {
@@ -192,29 +197,30 @@ fn append(bytes: &mut Vec<u8>, name: &[u8]) -> usize {
 /// target is checked before the map.
 fn target_slots(
     list: &[&SiteInfo<'_>],
-    target_of: impl Fn(&SiteInfo<'_>) -> (usize, i64),
+    mut target_of: impl FnMut(&SiteInfo<'_>) -> (usize, i64),
 ) -> (Vec<u32>, Vec<(usize, i64)>) {
     let mut targets: Vec<(usize, i64)> = Vec::new();
     // Sized once for the most it can hold, one target a site (growing it rehashes each time).
     let mut slot_of: FxHashMap<(usize, i64), u32> =
         FxHashMap::with_capacity_and_hasher(list.len(), Default::default());
-    let mut last: Option<((usize, i64), u32)> = None;
-    let slots = list
-        .iter()
-        .map(|s| {
-            let target = target_of(s);
-            if let Some((t, slot)) = last.filter(|&(t, _)| t == target) {
-                last = Some((t, slot));
-                return slot;
+    // The last two targets: a function's entry and exit hooks take turns.
+    let mut recent: [Option<((usize, i64), u32)>; 2] = [None; 2];
+    let mut slots = Vec::with_capacity(list.len());
+    for s in list {
+        let target = target_of(s);
+        let slot = match recent.iter().flatten().find(|&&(t, _)| t == target) {
+            Some(&(_, slot)) => slot,
+            None => {
+                let slot = *slot_of.entry(target).or_insert_with(|| {
+                    targets.push(target);
+                    targets.len() as u32 - 1
+                });
+                recent = [Some((target, slot)), recent[0]];
+                slot
             }
-            let slot = *slot_of.entry(target).or_insert_with(|| {
-                targets.push(target);
-                targets.len() as u32 - 1
-            });
-            last = Some((target, slot));
-            slot
-        })
-        .collect();
+        };
+        slots.push(slot);
+    }
     (slots, targets)
 }
 
@@ -223,7 +229,7 @@ fn target_slots(
 fn fragment(
     list: &[&SiteInfo<'_>],
     text_symbol: usize,
-    target_of: impl Fn(&SiteInfo<'_>) -> (usize, i64),
+    target_of: impl FnMut(&SiteInfo<'_>) -> (usize, i64),
 ) -> Result<(Vec<u8>, Vec<Rela64>), u64> {
     let (slots, targets) = target_slots(list, target_of);
     let entries_at = format::entries_at(targets.len() as u32);
@@ -247,7 +253,8 @@ fn fragment(
     // place in the object's string table, where its symbol's name is (two symbols of one name
     // only write it twice), not by comparing the names.
     let mut last_function: Option<(&[u8], usize, Option<usize>)> = None;
-    let mut last_symbol: Option<(&[u8], Option<usize>, usize)> = None;
+    // The last two symbols: a function's entry and exit hooks take turns.
+    let mut recent_symbols: [Option<Named<'_>>; 2] = [None; 2];
     for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
         let e = entries_at + i * ENTRY_SIZE;
         let offset = u32::try_from(s.offset).map_err(|_| s.offset)?;
@@ -255,7 +262,8 @@ fn fragment(
         let mut entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
         entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
         entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
-        let (provider, name) = match last_symbol.filter(|l| same_place(l.0, s.symbol)) {
+        let recent = recent_symbols.iter().flatten();
+        let (provider, name) = match recent.copied().find(|l| same_place(l.0, s.symbol)) {
             Some((_, provider, name)) => (provider, name),
             None => {
                 let (provider, name) = match Kind::classify(s.symbol) {
@@ -264,7 +272,7 @@ fn fragment(
                 };
                 let provider = provider.map(|p| pool.intern(p));
                 let name = pool.intern(name);
-                last_symbol = Some((s.symbol, provider, name));
+                recent_symbols = [Some((s.symbol, provider, name)), recent_symbols[0]];
                 (provider, name)
             }
         };
@@ -305,6 +313,10 @@ fn fragment(
     bytes[..HEADER_SIZE].copy_from_slice(&header);
     Ok((bytes, relas))
 }
+
+/// A site's symbol (its bytes in the input), and where its provider (if a probe) and name are
+/// in the pool.
+type Named<'a> = (&'a [u8], Option<usize>, usize);
 
 /// Whether `a` and `b` are the same bytes of the input (not only equal ones).
 fn same_place(a: &[u8], b: &[u8]) -> bool {
