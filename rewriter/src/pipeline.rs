@@ -43,7 +43,12 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     if early.is_some() && line.options.verbose {
         eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
     }
-    let mut rewrites = rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some())?;
+    // The boundary checks made while GNU ld links, its one thread leaving the other CPUs free;
+    // beside the rewriting for other linkers (lld's threads would share the CPUs with them, and
+    // its long start leaves room beside the rewriting).
+    let check_later = known_linker(&line) == Some(Linker::Bfd);
+    let mut rewrites =
+        rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some(), check_later)?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");
@@ -246,7 +251,7 @@ fn start_early(
     gathered: &gather::Gathered,
     dir: &Path,
 ) -> Option<(link::Running, LinkPlan, rewrite::Rewrites)> {
-    if line.options.keep_temps || !linker_reads_scripts_first(line) {
+    if line.options.keep_temps || known_linker(line).is_none() {
         return None;
     }
     let foreseen = rewrite::foresee(line, gathered, dir)?;
@@ -260,28 +265,46 @@ fn start_early(
     Some((running, plan, foreseen))
 }
 
-/// Whether the linker the driver runs for `line` is GNU ld or lld: by the last `-fuse-ld=`,
-/// else by what `ld` on `PATH` is. No with `-B` (the driver looks for its linker there first)
-/// or clang's `--ld-path=`.
-fn linker_reads_scripts_first(line: &LinkLine) -> bool {
-    let known = |name: &str| name.ends_with("ld.bfd") || name.ends_with("lld");
+/// A linker the driver runs that bootprof-link knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Linker {
+    /// GNU ld (`ld.bfd`): one thread.
+    Bfd,
+    /// LLVM's lld: several threads, after a long start (its LLVM library loaded).
+    Lld,
+}
+
+/// The linker the driver runs for `line`, when it is GNU ld or lld: by the last `-fuse-ld=`,
+/// else by what `ld` on `PATH` is. `None` with `-B` (the driver looks for its linker there
+/// first) or clang's `--ld-path=`, and for any other linker. Both read their `-T` scripts first
+/// (`start_early`).
+fn known_linker(line: &LinkLine) -> Option<Linker> {
+    let known = |name: &str| {
+        if name.ends_with("ld.bfd") || name == "bfd" {
+            Some(Linker::Bfd)
+        } else if name.ends_with("lld") {
+            Some(Linker::Lld)
+        } else {
+            None
+        }
+    };
     if line
         .args
         .iter()
         .any(|a| a.starts_with("-B") || a.starts_with("--ld-path"))
     {
-        return false;
+        return None;
     }
     match crate::lto::fuse_ld(line) {
-        Some(linker) => known(linker) || linker == "bfd",
-        None => std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path)
+        Some(linker) => known(linker),
+        None => {
+            let path = std::env::var_os("PATH")?;
+            let ld = std::env::split_paths(&path)
                 .map(|d| d.join("ld"))
-                .find(|ld| ld.exists())
-                .and_then(|ld| std::fs::canonicalize(ld).ok())
-                .and_then(|ld| ld.file_name().map(|n| known(&n.to_string_lossy())))
-                .unwrap_or(false)
-        }),
+                .find(|ld| ld.exists())?;
+            let ld = std::fs::canonicalize(ld).ok()?;
+            known(&ld.file_name()?.to_string_lossy())
+        }
     }
 }
 

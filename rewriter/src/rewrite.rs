@@ -88,11 +88,11 @@ fn emit_plan<'d>(plan: patch::Plan<'d>) -> Result<(Option<emit::Emitted<'d>>, Fo
 }
 
 /// [`rewrite_pieces`] with the instruction-boundary checks of the large sections left undone,
-/// for [`check_later`] while the final link runs: its linker reads the inputs on one CPU, the
-/// checks take another. (On two CPUs, the checks made beside the rewriting kept a linker
-/// started beside it waiting for its script, and any link waiting for its inputs.) The object is
-/// written meanwhile with its calls taken for sites; the link's output is held back until the
-/// checks pass, and dropped when one fails.
+/// for [`check_later`] while the final link runs: GNU ld reads the inputs on one CPU, the checks
+/// take another. (On two CPUs, the checks made beside the rewriting kept a linker started
+/// beside it waiting for its script, and any link waiting for its inputs.) The object is written
+/// meanwhile with its calls taken for sites; the link's output is held back until the checks
+/// pass, and dropped when one fails.
 fn rewrite_checking_later<'d>(
     data: &'d [u8],
     file: &str,
@@ -360,7 +360,7 @@ fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
     dir.join(format!("{arg:04}-{base}"))
 }
 
-fn rewrite_input(input: &Input, dir: &Path, verbose: bool, whole: bool) -> Result<Done> {
+fn rewrite_input(input: &Input, dir: &Path, how: How) -> Result<Done> {
     let data = match &input.data {
         Some(data) => Arc::clone(data),
         None => Arc::new(map(&input.path)?),
@@ -371,17 +371,22 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool, whole: bool) -> Resul
     match input.kind {
         InputKind::NotElf => return Err(Error::NotElf(Location::file(file))),
         InputKind::Object => {
-            let (emitted, found, later) = rewrite_checking_later(&data, &file)?;
-            if !later.is_empty() {
-                let checks = LaterChecks::new(&data, &file, later).ok_or_else(|| {
-                    Error::Internal(format!("{file}: a section's bytes outside its file"))
-                })?;
-                done.later = Some(checks);
-            }
-            done.absorb(&file, &found, verbose);
+            let (emitted, found) = if how.check_later {
+                let (emitted, found, later) = rewrite_checking_later(&data, &file)?;
+                if !later.is_empty() {
+                    let checks = LaterChecks::new(&data, &file, later).ok_or_else(|| {
+                        Error::Internal(format!("{file}: a section's bytes outside its file"))
+                    })?;
+                    done.later = Some(checks);
+                }
+                (emitted, found)
+            } else {
+                rewrite_pieces(&data, &file)?
+            };
+            done.absorb(&file, &found, how.verbose);
             if let Some(emitted) = emitted {
                 let out = new_at(dir);
-                write_file(&out, whole, |f| emitted.write_to(f))?;
+                write_file(&out, how.whole, |f| emitted.write_to(f))?;
                 done.replacement = Some(out);
             }
         }
@@ -389,12 +394,12 @@ fn rewrite_input(input: &Input, dir: &Path, verbose: bool, whole: bool) -> Resul
             let new = archive::rewrite_archive(&data, &input.path, |member, bytes| {
                 let name = format!("{file}({member})");
                 let r = rewrite_object(bytes, &name)?;
-                done.absorb(&name, &r.found, verbose);
+                done.absorb(&name, &r.found, how.verbose);
                 Ok(r.bytes)
             })?;
             if let Some(bytes) = new {
                 let out = new_at(dir);
-                write_file(&out, whole, |f| std::io::Write::write_all(f, &bytes))?;
+                write_file(&out, how.whole, |f| std::io::Write::write_all(f, &bytes))?;
                 done.replacement = Some(out);
             }
         }
@@ -427,8 +432,19 @@ pub(crate) fn write_file(
         })
 }
 
+/// How [`rewrite_inputs`] rewrites each input.
+#[derive(Clone, Copy)]
+struct How {
+    /// `--verbose`: notes of what was found.
+    verbose: bool,
+    /// Each file written whole (see [`write_file`]).
+    whole: bool,
+    /// The boundary checks of large sections left for [`check_later`].
+    check_later: bool,
+}
+
 /// Rewrites `inputs` on up to `available_parallelism` threads; results in input order.
-fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<Result<Done>> {
+fn rewrite_all(inputs: &[Input], dir: &Path, how: How) -> Vec<Result<Done>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(inputs.len().max(1));
@@ -440,7 +456,7 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(input) = inputs.get(i) else { break };
-                let r = rewrite_input(input, dir, verbose, whole);
+                let r = rewrite_input(input, dir, how);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -454,17 +470,23 @@ fn rewrite_all(inputs: &[Input], dir: &Path, verbose: bool, whole: bool) -> Vec<
 }
 
 /// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
-/// `write_file`) for a link already started. The instruction-boundary checks of objects' large
-/// sections are left in [`Rewrites::later`]: the caller makes them ([`check_later`]) before it
-/// uses anything linked from these inputs.
+/// `write_file`) for a link already started. With `check_later`, the instruction-boundary
+/// checks of objects' large sections are left in [`Rewrites::later`]: the caller makes them
+/// ([`check_later`]) before it uses anything linked from these inputs.
 pub fn rewrite_inputs(
     line: &LinkLine,
     gathered: Gathered,
     dir: &Path,
     whole: bool,
+    check_later: bool,
 ) -> Result<Rewrites> {
     let mut dones = Vec::with_capacity(gathered.inputs.len());
-    for result in rewrite_all(&gathered.inputs, dir, line.options.verbose, whole) {
+    let how = How {
+        verbose: line.options.verbose,
+        whole,
+        check_later,
+    };
+    for result in rewrite_all(&gathered.inputs, dir, how) {
         let mut done = result?;
         if let Some(n) = done.live.take() {
             return Err(live_reference(n));

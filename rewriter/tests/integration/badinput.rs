@@ -467,8 +467,8 @@ fn symbol_starting_inside_a_call_site() {
 /// A call's bytes inside another instruction: an `e8` and a call relocation against a probe in
 /// the immediate of a `movabs`, which decoding from the function's start steps over. Refused,
 /// naming the object, section, offset and probe, both in a small section (checked as the sites
-/// are made) and in one of 256 KiB (checked while the final link runs, its output then
-/// dropped, and verified again to say which call).
+/// are made) and in one of 256 KiB (checked while GNU ld links, its output then dropped, and
+/// verified again to say which call).
 #[test]
 fn call_hidden_inside_another_instruction() {
     require!("cc");

@@ -172,36 +172,53 @@ fn a_rewriting_that_fails_abandons_the_waiting_link_without_a_trace() {
          .section .note.GNU-stack,\"\",@progbits\n",
     );
     objs.push(compile_c(&bad, &t.join("bad.o"), &[]));
-    let out = t.join("app");
-    let o = link(&["--verbose"], &[], &out, &objs);
-    o.no_panic();
-    assert!(
-        matches!(o.code, Some(c) if c != 0),
-        "the link must fail:{o}"
-    );
-    assert!(
-        o.stderr.contains("the link started beside the rewriting"),
-        "the link did not start beside the rewriting:{o}"
-    );
-    // The call is found out while the linker runs, after it has its script.
-    for name in [
-        "checks of 3 calls are made beside the link",
-        "bad.o",
-        "__dtrace_sdt_bad__hidden",
-        "not on an instruction boundary",
-    ] {
-        assert!(o.stderr.contains(name), "stderr does not name `{name}`:{o}");
+    // GNU ld's link checks the calls of the large section while its linker runs, after the
+    // linker has its script; lld's, beside the rewriting, before.
+    let mut linkers: Vec<(&[&str], bool)> = vec![(&[], true)];
+    if have("lld") {
+        linkers.push((&["-fuse-ld=lld"], false));
+    } else {
+        skipped("lld is not installed: GNU ld only");
     }
-    // Nothing of the abandoned linker: none of its messages, no output, no temporaries.
-    for linker_said in ["abandoned this link", "syntax error", "collect2"] {
+    for (linker, checked_beside_the_link) in linkers {
+        let out = t.join("app");
+        let o = link(&["--verbose"], linker, &out, &objs);
+        o.no_panic();
         assert!(
-            !o.stderr.contains(linker_said),
-            "the linker's `{linker_said}`:{o}"
+            matches!(o.code, Some(c) if c != 0),
+            "{linker:?}: the link must fail:{o}"
         );
+        assert!(
+            o.stderr.contains("the link started beside the rewriting"),
+            "{linker:?}: the link did not start beside the rewriting:{o}"
+        );
+        assert_eq!(
+            o.stderr
+                .contains("checks of 3 calls are made beside the link"),
+            checked_beside_the_link,
+            "{linker:?}: where the calls were checked:{o}"
+        );
+        for name in [
+            "bad.o",
+            "__dtrace_sdt_bad__hidden",
+            "not on an instruction boundary",
+        ] {
+            assert!(
+                o.stderr.contains(name),
+                "{linker:?}: stderr does not name `{name}`:{o}"
+            );
+        }
+        // Nothing of the abandoned linker: none of its messages, no output, no temporaries.
+        for linker_said in ["abandoned this link", "syntax error", "collect2"] {
+            assert!(
+                !o.stderr.contains(linker_said),
+                "{linker:?}: the linker's `{linker_said}`:{o}"
+            );
+        }
+        assert!(!out.exists(), "{linker:?}: an output was made:{o}");
+        let left = temporaries_left(t.path());
+        assert!(left.is_empty(), "{linker:?}: temporaries left {left:?}:{o}");
     }
-    assert!(!out.exists(), "an output was made:{o}");
-    let left = temporaries_left(t.path());
-    assert!(left.is_empty(), "temporaries left {left:?}:{o}");
 }
 
 #[test]
