@@ -36,9 +36,10 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     allocate_in_huge_pages(largest_object.unwrap_or(0));
     let archives = gathered.archives;
     let codegen = gathered.codegen;
+    let linker = known_linker(&line);
     // Before the rewriting's threads: the driver gets a CPU to start on at once.
     let early = (largest_object.unwrap_or(0) >= LARGE_OBJECT)
-        .then(|| start_early(&line, runtime, &gathered, dir.path()))
+        .then(|| start_early(&line, linker, runtime, &gathered, dir.path()))
         .flatten();
     if early.is_some() && line.options.verbose {
         eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
@@ -46,7 +47,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     // The boundary checks made while GNU ld links, its one thread leaving the other CPUs free;
     // beside the rewriting for other linkers (lld's threads would share the CPUs with them, and
     // its long start leaves room beside the rewriting).
-    let check_later = known_linker(&line) == Some(Linker::Bfd);
+    let check_later = linker == Some(Linker::Bfd);
     let mut rewrites =
         rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some(), check_later)?;
     let scanned = start.elapsed();
@@ -236,7 +237,7 @@ impl LinkPlan {
 /// linker until every input is written: the driver and its linker's start (3-4 ms of GNU ld's,
 /// about 15 of lld's) run beside the rewriting. Only where that is safe to rely on: a line with
 /// bootprof's script (no `-T` of its own), a linker known to read its `-T` scripts first and
-/// from a pipe (GNU ld, lld; found as the driver would find it), and not with `--keep-temps` (a
+/// from a pipe (GNU ld, lld: `linker`, as [`known_linker`] finds it), and not with `--keep-temps` (a
 /// kept script must be a file). `None` otherwise, or when anything fails: the link then starts
 /// after the rewriting.
 ///
@@ -247,11 +248,12 @@ impl LinkPlan {
 /// Many smaller objects keep every CPU busy: linkbench's 42 took as long or up to 2 ms longer.
 fn start_early(
     line: &LinkLine,
+    linker: Option<Linker>,
     runtime: &runtime_lib::Embedded,
     gathered: &gather::Gathered,
     dir: &Path,
 ) -> Option<(link::Running, LinkPlan, rewrite::Rewrites)> {
-    if line.options.keep_temps || known_linker(line).is_none() {
+    if line.options.keep_temps || linker.is_none() {
         return None;
     }
     let foreseen = rewrite::foresee(line, gathered, dir)?;

@@ -133,9 +133,9 @@ fn not_an_instruction(data: &[u8], file: &str) -> Error {
     }
 }
 
-/// The instruction-boundary checks of one object's large sections, left by the rewriting of a
-/// link already started for [`check_later`]: the object's mapping, its name, and each section's
-/// place in the file with its calls (the offset their function starts at, the call's offset).
+/// The instruction-boundary checks of one object's large sections, left by the rewriting for
+/// [`check_later`]: the object's mapping, its name, and each section's place in the file with
+/// its calls (the offset their function starts at, the call's offset).
 pub struct LaterChecks {
     data: Arc<memmap2::Mmap>,
     file: String,
@@ -181,7 +181,7 @@ impl LaterChecks {
     }
 }
 
-/// Runs the checks the rewriting left (see [`rewrite_checking_later`]) on this thread: `Ok`
+/// Runs the checks the rewriting left (see `rewrite_checking_later`) on this thread: `Ok`
 /// when every call is on an instruction boundary, else the error that names the first object's
 /// call that is not, as the rewriting would have.
 pub fn check_later(checks: Vec<LaterChecks>) -> Result<()> {
@@ -222,7 +222,7 @@ pub struct Rewrites {
     pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
-    /// The instruction-boundary checks left for [`check_later`] (a link already started).
+    /// The instruction-boundary checks left for [`check_later`] (see [`rewrite_inputs`]).
     pub later: Vec<LaterChecks>,
 }
 
