@@ -17,25 +17,13 @@ use std::sync::{Arc, Mutex};
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
 /// a temporary file beside `line.output`, the linker reporting every file that references one of
-/// `traced`; checks the references and the binary, and puts the binary in `line.output`'s place
-/// when both are right (removing it otherwise). Once the linker has exited, `done_with_inputs`
-/// runs on a thread of its own beside the check (removing the rewritten inputs, a millisecond of
-/// freeing pages on a large link, need not wait for it). Returns the driver's exit code and the
-/// time the check took.
+/// `traced`; makes `checks` meanwhile (what the linker prints is held back until they pass; when
+/// they fail, the link is abandoned and their error returned); checks the references and the
+/// binary, and puts the binary in `line.output`'s place when both are right (removing it
+/// otherwise). Once the linker has exited, `done_with_inputs` runs on a thread of its own beside
+/// the check (removing the rewritten inputs, a millisecond of freeing pages on a large link,
+/// need not wait for it). Returns the driver's exit code and the time the check took.
 pub fn final_link(
-    line: &LinkLine,
-    args: &[String],
-    traced: &BTreeSet<String>,
-    dir: &Path,
-    done_with_inputs: impl FnOnce() + Send,
-) -> Result<(i32, std::time::Duration)> {
-    start(line, args, traced, dir, None)?.finish(line, args, done_with_inputs)
-}
-
-/// [`final_link`], with `checks` made while the linker runs: what it prints is held back until
-/// they pass; when they fail, the link is abandoned (its output dropped) and their error
-/// returned.
-pub fn final_link_checking(
     line: &LinkLine,
     args: &[String],
     traced: &BTreeSet<String>,
@@ -43,13 +31,12 @@ pub fn final_link_checking(
     checks: impl FnOnce() -> Result<()>,
     done_with_inputs: impl FnOnce() + Send,
 ) -> Result<(i32, std::time::Duration)> {
-    let mut running = start_holding(line, args, traced, dir, None, true)?;
-    if let Err(e) = checks() {
-        running.abandon();
-        return Err(e);
-    }
-    running.release();
-    running.finish(line, args, done_with_inputs)
+    start_holding(line, args, traced, dir, None, true)?.finish_checked(
+        line,
+        args,
+        checks,
+        done_with_inputs,
+    )
 }
 
 /// Starts the final link of `args` as [`final_link`] does, without waiting for it. With a
@@ -65,7 +52,7 @@ pub fn start(
     start_holding(line, args, traced, dir, gate, false)
 }
 
-/// [`start`], holding back what the driver prints (until [`Running::release`]) when `held`, as
+/// [`start`], holding back what the driver prints (until [`Running::finish`]) when `held`, as
 /// with a gate.
 fn start_holding(
     line: &LinkLine,
@@ -120,11 +107,11 @@ pub struct Running {
 }
 
 impl Running {
-    /// Hands the waiting linker `script` through the gate, then lets its output through unless
-    /// `hold` (then [`Running::release`] does). `false` when the linker ended without reading it
-    /// (a linker that does not read its scripts so, or a driver that failed first): the link is
-    /// then abandoned, and the caller runs it again.
-    pub fn open(&mut self, script: &[u8], hold: bool) -> Result<bool> {
+    /// Hands the waiting linker `script` through the gate; what it prints stays held back until
+    /// [`Running::finish`]. `false` when the linker ended without reading it (a linker that does
+    /// not read its scripts so, or a driver that failed first): the link is then abandoned, and
+    /// the caller runs it again.
+    pub fn open(&mut self, script: &[u8]) -> Result<bool> {
         let Some(mut gate) = self.gate.take() else {
             return Err(Error::Internal(
                 "a link without a gate, or one opened before, was opened".into(),
@@ -135,14 +122,11 @@ impl Running {
         let read = gate
             .pass(script, &mut self.child)
             .map_err(|e| Error::io(&gate.path, e))?;
-        if read && !hold {
-            self.release();
-        }
         Ok(read)
     }
 
     /// Lets the linker's output through, what it printed so far first.
-    pub fn release(&mut self) {
+    fn release(&mut self) {
         let mut hold = lock(&self.hold);
         if let Hold::Held(lines) = std::mem::replace(&mut *hold, Hold::Through) {
             for (to, line) in lines {
@@ -151,14 +135,32 @@ impl Running {
         }
     }
 
-    /// Waits for the link, checks the references and the binary, and puts it in place, as
-    /// [`final_link`] says.
+    /// Makes `checks` while the linker runs, then [`Running::finish`]es the link; when they
+    /// fail, abandons it (what the linker printed dropped, its output removed) and returns their
+    /// error.
+    pub fn finish_checked(
+        mut self,
+        line: &LinkLine,
+        args: &[String],
+        checks: impl FnOnce() -> Result<()>,
+        done_with_inputs: impl FnOnce() + Send,
+    ) -> Result<(i32, std::time::Duration)> {
+        if let Err(e) = checks() {
+            self.stop();
+            return Err(e);
+        }
+        self.finish(line, args, done_with_inputs)
+    }
+
+    /// Lets what the linker prints through, waits for the link, checks the references and the
+    /// binary, and puts it in place, as [`final_link`] says.
     pub fn finish(
         mut self,
         line: &LinkLine,
         args: &[String],
         done_with_inputs: impl FnOnce() + Send,
     ) -> Result<(i32, std::time::Duration)> {
+        self.release();
         let output = &line.output;
         let (status, reports) = self.wait()?;
         let tmp = self.tmp.take().expect("taken once");

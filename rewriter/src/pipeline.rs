@@ -78,14 +78,9 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     }
     let (code, checked) = match early {
         Some(mut running) => {
-            if running.open(stubs::SITES_SCRIPT.as_bytes(), !later.is_empty())? {
-                if let Err(e) = rewrite::check_later(later) {
-                    // Its output dropped: the binary holds a NOP where no call was.
-                    running.abandon();
-                    return Err(e);
-                }
-                running.release();
-                running.finish(&line, &plan.args, done_with_inputs)?
+            if running.open(stubs::SITES_SCRIPT.as_bytes())? {
+                let checks = || rewrite::check_later(later);
+                running.finish_checked(&line, &plan.args, checks, done_with_inputs)?
             } else {
                 // The linker ended without its script: whatever it did is not this link.
                 running.abandon();
@@ -223,12 +218,15 @@ impl LinkPlan {
             write_private(dir, SCRIPT, stubs::SITES_SCRIPT)?;
             self.write_fragment(dir)?;
         }
-        let (args, traced) = (&self.args, &self.traced);
-        if later.is_empty() {
-            return link::final_link(line, args, traced, dir, done_with_inputs);
-        }
         let checks = || rewrite::check_later(later);
-        link::final_link_checking(line, args, traced, dir, checks, done_with_inputs)
+        link::final_link(
+            line,
+            &self.args,
+            &self.traced,
+            dir,
+            checks,
+            done_with_inputs,
+        )
     }
 }
 
