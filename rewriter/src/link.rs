@@ -31,36 +31,18 @@ pub fn final_link(
     checks: impl FnOnce() -> Result<()>,
     done_with_inputs: impl FnOnce() + Send,
 ) -> Result<(i32, std::time::Duration)> {
-    start_holding(line, args, traced, dir, None, true)?.finish_checked(
-        line,
-        args,
-        checks,
-        done_with_inputs,
-    )
+    start(line, args, traced, dir, None)?.finish_checked(line, args, checks, done_with_inputs)
 }
 
-/// Starts the final link of `args` as [`final_link`] does, without waiting for it. With a
-/// `gate`, the linker waits for its linker script, which [`Running::open`] hands it, and what it
-/// prints is held back until then.
+/// Starts the final link of `args` as [`final_link`] does, without waiting for it; what the
+/// driver prints is held back until [`Running::finish_checked`]. With a `gate`, the linker waits
+/// for its linker script, which [`Running::open`] hands it.
 pub fn start(
     line: &LinkLine,
     args: &[String],
     traced: &BTreeSet<String>,
     dir: &Path,
     gate: Option<Gate>,
-) -> Result<Running> {
-    start_holding(line, args, traced, dir, gate, false)
-}
-
-/// [`start`], holding back what the driver prints (until [`Running::finish`]) when `held`, as
-/// with a gate.
-fn start_holding(
-    line: &LinkLine,
-    args: &[String],
-    traced: &BTreeSet<String>,
-    dir: &Path,
-    gate: Option<Gate>,
-    held: bool,
 ) -> Result<Running> {
     let output = &line.output;
     // Creating the temporary checks that the output can be written at all before the link.
@@ -74,10 +56,7 @@ fn start_holding(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| Error::Spawn { program, source })?;
-    let hold = Arc::new(Mutex::new(match gate.is_some() || held {
-        true => Hold::Held(Vec::new()),
-        false => Hold::Through,
-    }));
+    let hold = Arc::new(Mutex::new(Hold::Held(Vec::new())));
     let traced = Arc::new(traced.clone());
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
@@ -108,7 +87,7 @@ pub struct Running {
 
 impl Running {
     /// Hands the waiting linker `script` through the gate; what it prints stays held back until
-    /// [`Running::finish`]. `false` when the linker ended without reading it (a linker that does
+    /// [`Running::finish_checked`]. `false` when the linker ended without reading it (a linker that does
     /// not read its scripts so, or a driver that failed first): the link is then abandoned, and
     /// the caller runs it again.
     pub fn open(&mut self, script: &[u8]) -> Result<bool> {
@@ -135,9 +114,10 @@ impl Running {
         }
     }
 
-    /// Makes `checks` while the linker runs, then [`Running::finish`]es the link; when they
-    /// fail, abandons it (what the linker printed dropped, its output removed) and returns their
-    /// error.
+    /// Makes `checks` while the linker runs, then lets what the linker prints through, waits for
+    /// the link, checks the references and the binary, and puts it in place, as [`final_link`]
+    /// says; when `checks` fail, abandons the link (what the linker printed dropped, its output
+    /// removed) and returns their error.
     pub fn finish_checked(
         mut self,
         line: &LinkLine,
@@ -152,9 +132,8 @@ impl Running {
         self.finish(line, args, done_with_inputs)
     }
 
-    /// Lets what the linker prints through, waits for the link, checks the references and the
-    /// binary, and puts it in place, as [`final_link`] says.
-    pub fn finish(
+    /// [`Running::finish_checked`] once the checks have passed.
+    fn finish(
         mut self,
         line: &LinkLine,
         args: &[String],
@@ -299,7 +278,7 @@ impl Gate {
 
 /// What happens to the linker's output lines.
 enum Hold {
-    /// Kept, in order, until the linker has its script.
+    /// Kept, in order, until the link's checks have passed (and the linker has its script).
     Held(Vec<(Stream, Vec<u8>)>),
     /// Passed through as they come.
     Through,
