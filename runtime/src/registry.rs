@@ -136,7 +136,7 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     // Room for a record an entry, never freed (a site may be hit as long as the process runs).
-    let room = crate::sys::lasting_room::<SiteRec>(bytes.len() / format::ENTRY_SIZE);
+    let room = crate::sys::lasting_room::<SiteRec>(bytes.len() / format::COMPACT_ENTRY_SIZE);
     let mut len = 0;
     // The records point at the table's info, made before them: its count of sites (for the
     // profile points) is the room's, an upper bound.
@@ -166,7 +166,8 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         }
         in_table.check(bytes, &site);
         lookup.push(site.site, site.form.is_tail());
-        // Every entry takes ENTRY_SIZE bytes of the table: the room has one for each.
+        // Every entry takes at least COMPACT_ENTRY_SIZE bytes of the table: the room has one
+        // for each.
         room[len].write(site_rec(
             first_id + len as u32,
             info,
@@ -215,16 +216,17 @@ fn site_rec(
     hook_records: &[u8; 8],
 ) -> SiteRec {
     let bytes = table.bytes;
-    let name = |field| format::name_at(bytes, bytes.as_ptr() as u64, site.entry, field);
+    let base = bytes.as_ptr() as u64;
+    let name = |field| format::name_at(bytes, base, site.entry, field);
     // A probe's record kind and a site's latency role depend on its names: only then are they
     // read (a hook's record kind is its kind's).
     let names = || {
-        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
+        use format::field::{FUNCTION, NAME, PROVIDER};
         site::Names {
             provider: site::name_at(name(PROVIDER)),
             name: site::name_at(name(NAME)),
             function: site::name_at(name(FUNCTION)),
-            demangled: site::name_at(name(DEMANGLED)),
+            demangled: site::name_at(format::demangled_at(bytes, base, site.entry, site.layout)),
         }
     };
     let named = (!site.kind.is_hook() || latency).then(names);
@@ -255,6 +257,7 @@ fn site_rec(
         stacktrace: core::sync::atomic::AtomicBool::new(false),
         has_function: site.names[2] != 0,
         nops: site.nops,
+        layout: site.layout,
     }
 }
 

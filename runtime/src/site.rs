@@ -9,7 +9,7 @@
 use crate::prelude::*;
 use crate::sys::Mutex;
 use bootprof_format::pattern::Pattern;
-use bootprof_format::{Form, Kind, Nops, MAX_SITE_LEN};
+use bootprof_format::{Form, Kind, Layout, Nops, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Whether `pattern` selects a site of kind `kind` with names `n` (see [`SiteRec::matches`]).
@@ -91,6 +91,8 @@ pub struct SiteRec {
     pub(crate) has_function: bool,
     /// Its NOPs, by its table fragment's version.
     pub(crate) nops: Nops,
+    /// Its entry's layout, by its table fragment's version (where its demangled name is).
+    pub(crate) layout: Layout,
 }
 
 const _: () = assert!(core::mem::size_of::<SiteRec>() == 64);
@@ -203,11 +205,18 @@ impl SiteRec {
     /// Its names, read from its entry.
     pub fn names(&self) -> Names {
         use bootprof_format::field;
+        let bytes = self.table.bytes;
+        let (base, entry) = (bytes.as_ptr() as u64, self.entry as usize);
         Names {
             provider: self.name(field::PROVIDER),
             name: self.name(field::NAME),
             function: self.name(field::FUNCTION),
-            demangled: self.name(field::DEMANGLED),
+            demangled: name_at(bootprof_format::demangled_at(
+                bytes,
+                base,
+                entry,
+                self.layout,
+            )),
         }
     }
 
@@ -866,6 +875,7 @@ fn synthetic(id: u32, addr: u64) -> SiteRec {
         stacktrace: AtomicBool::new(false),
         has_function: false,
         nops: Nops::Mov,
+        layout: Layout::Compact,
     }
 }
 

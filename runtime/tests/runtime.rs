@@ -100,6 +100,18 @@ impl Work {
     /// Compiles `sources` (from tests/runtime, or absolute) with `cflags` and links them through
     /// bootprof-link with `ldflags` into `out`.
     fn build(&self, out: &str, sources: &[&str], cflags: &[&str], ldflags: &[&str]) -> PathBuf {
+        self.build_with(out, sources, cflags, ldflags, &[])
+    }
+
+    /// [`Work::build`], bootprof-link run with the variables `env` added.
+    fn build_with(
+        &self,
+        out: &str,
+        sources: &[&str],
+        cflags: &[&str],
+        ldflags: &[&str],
+        env: &[(&str, &str)],
+    ) -> PathBuf {
         let mut objs = Vec::new();
         for src in sources {
             let src = if Path::new(src).is_absolute() {
@@ -125,6 +137,7 @@ impl Work {
         }
         let exe = self.path(out);
         let o = Command::new(tools().join("bootprof-link"))
+            .envs(env.iter().copied())
             .args(["cc", "-pthread", "-o"])
             .arg(&exe)
             .args(&objs)
@@ -230,19 +243,25 @@ fn stress_enable_disable_while_threads_run_sites() {
         if flags.is_empty() {
             continue; // guards are one instruction in every version
         }
+        // Version 2's layout is version 3's: a version 3 table with version 2's NOPs.
+        let v3 = w.build_with("stress-v3", &["stress.c"], &[], &[], &[V3]);
         let old = exe.with_file_name("stress-v2");
-        assert!(with_table_version(&exe, &old, bootprof_format::VERSION_2, Nops::Xor) > 0);
+        assert!(with_table_version(&v3, &old, bootprof_format::VERSION_2, Nops::Xor) > 0);
         let out = ok(&run(&old, &["3", "trap"], &[]));
         assert!(out.contains("text identical"), "{out}");
         eprintln!("version 2: {out}");
     }
 }
 
+/// What makes bootprof-link write tables of version 3, the layout of versions 2 and 3.
+const V3: (&str, &str) = ("BOOTPROF_LINK_TABLE_VERSION", "3");
+
 /// Copies the linked program `exe` to `to` with its site table as a bootprof-link writing tables
 /// of `version` would have left it: each fragment's header says `version`, and each site whose
 /// NOP differs under `nops` (version 2's, say) holds that NOP. Returns how many sites changed.
+/// The layout stays: `exe`'s table is of version 3 for an older `version`.
 fn with_table_version(exe: &Path, to: &Path, version: u16, nops: Nops) -> usize {
-    use bootprof_format::{disabled_bytes, HEADER_SIZE, SECTION_NAME, VERSION};
+    use bootprof_format::{disabled_bytes, HEADER_SIZE, SECTION_NAME, VERSION, VERSION_3};
     use object::{Object, ObjectSection};
     use std::os::unix::fs::PermissionsExt;
     let mut data = std::fs::read(exe).unwrap();
@@ -276,7 +295,15 @@ fn with_table_version(exe: &Path, to: &Path, version: u16, nops: Nops) -> usize 
             at += 4;
             continue;
         }
-        assert_eq!(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]), VERSION);
+        let was = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]);
+        assert_eq!(
+            was,
+            if version < VERSION {
+                VERSION_3
+            } else {
+                VERSION
+            }
+        );
         writes.push((table_at + at + 4, version.to_le_bytes().to_vec()));
         at += word(at + 12) as usize;
     }

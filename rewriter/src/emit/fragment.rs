@@ -3,8 +3,8 @@
 //! fragment (`SHF_LINK_ORDER` to its text section, in the section's COMDAT group if it has one)
 //! and its `.rela` section, and their names to the section name table.
 //!
-//! A fragment is laid out by `bootprof_format` (version 3: header, target block, entries, name
-//! pool); its addresses are relocations, as few as the final link can be given: the text
+//! A fragment is laid out by `bootprof_format` (version 4: header, target block, compact
+//! entries, name pool); its addresses are relocations, as few as the final link can be given: the text
 //! section's start (against its section symbol; each entry holds its site's offset from it) and
 //! each distinct target once (the probe symbol's stub, shared by all its call sites; a tail
 //! site's thunk; a guard's out-of-line code).
@@ -16,9 +16,7 @@ use crate::elf::{Rela64, SectionHeader64, LE};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::site::SiteInfo;
-use bootprof_format::{
-    self as format, field, Kind, ENTRY_SIZE, HEADER_SIZE, TARGETS_AT, TEXT_FIELD,
-};
+use bootprof_format::{self as format, field, Kind, Layout, HEADER_SIZE, TARGETS_AT, TEXT_FIELD};
 use object::elf;
 use object::{I64, U32, U64};
 use std::collections::{BTreeMap, HashMap};
@@ -224,7 +222,21 @@ fn target_slots(
     (slots, targets)
 }
 
-/// Builds one fragment of `format::VERSION`: header, target block and slots, entries, name pool;
+/// The version of the tables written: [`format::VERSION`], or [`format::VERSION_3`] (wide
+/// entries) when `BOOTPROF_LINK_TABLE_VERSION` says 3, so that tests can make the tables
+/// bootprof-link wrote before and check that they are still read.
+fn table_version() -> u16 {
+    static VERSION: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(
+        || match std::env::var("BOOTPROF_LINK_TABLE_VERSION").as_deref() {
+            Ok("3") => format::VERSION_3,
+            _ => format::VERSION,
+        },
+    )
+}
+
+/// Builds one fragment of [`table_version`] (of version 3 when its targets are too many for a
+/// compact entry's 16-bit slot index): header, target block and slots, entries, name pool;
 /// and its relocations: the text section's start (`text_symbol`), and each distinct target once.
 fn fragment(
     list: &[&SiteInfo<'_>],
@@ -232,8 +244,14 @@ fn fragment(
     target_of: impl FnMut(&SiteInfo<'_>) -> (usize, i64),
 ) -> Result<(Vec<u8>, Vec<Rela64>), u64> {
     let (slots, targets) = target_slots(list, target_of);
+    let version = match table_version() {
+        format::VERSION if targets.len() > usize::from(u16::MAX) + 1 => format::VERSION_3,
+        v => v,
+    };
+    let layout = Layout::of_version(version);
+    let entry_size = layout.entry_size();
     let entries_at = format::entries_at(targets.len() as u32);
-    let entries_end = entries_at + list.len() * ENTRY_SIZE;
+    let entries_end = entries_at + list.len() * entry_size;
     let mut bytes = Vec::with_capacity(entries_end + list.len() * 24);
     bytes.resize(entries_at, 0);
     bytes[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&(targets.len() as u32).to_le_bytes());
@@ -256,12 +274,25 @@ fn fragment(
     // The last two symbols: a function's entry and exit hooks take turns.
     let mut recent_symbols: [Option<Named<'_>>; 2] = [None; 2];
     for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
-        let e = entries_at + i * ENTRY_SIZE;
+        let e = entries_at + i * entry_size;
         let offset = u32::try_from(s.offset).map_err(|_| s.offset)?;
         let func_offset = u32::try_from(s.func_offset).unwrap_or(u32::MAX);
-        let mut entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
+        let mut entry = [0u8; format::ENTRY_SIZE];
+        match layout {
+            Layout::Wide => {
+                entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
+                entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
+            }
+            Layout::Compact => {
+                let compact = format::encode_compact_entry(s.kind, s.form, func_offset);
+                entry[..compact.len()].copy_from_slice(&compact);
+                // Fits: a fragment with more targets is wide.
+                let slot = slot as u16;
+                let at = format::compact::TARGET;
+                entry[at..at + 2].copy_from_slice(&slot.to_le_bytes());
+            }
+        }
         entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
-        entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
         let recent = recent_symbols.iter().flatten();
         let (provider, name) = match recent.copied().find(|l| same_place(l.0, s.symbol)) {
             Some((_, provider, name)) => (provider, name),
@@ -290,11 +321,21 @@ fn fragment(
             let (function, demangled) = match last_function.filter(|l| same_place(l.0, s.function))
             {
                 Some((_, function, demangled)) => (function, demangled),
-                // Not interned: no other run of sites has this function.
+                // Not interned: no other run of sites has this function. A compact entry finds
+                // the demangled name after the function's, empty for a name not mangled.
                 None => {
                     let function = append(&mut pool.bytes, s.function);
-                    let demangled =
-                        demangled(s.function).map(|d| append(&mut pool.bytes, d.as_bytes()));
+                    let demangled = demangled(s.function);
+                    let demangled = match layout {
+                        Layout::Wide => demangled.map(|d| append(&mut pool.bytes, d.as_bytes())),
+                        Layout::Compact => {
+                            append(
+                                &mut pool.bytes,
+                                demangled.as_deref().unwrap_or("").as_bytes(),
+                            );
+                            None
+                        }
+                    };
                     last_function = Some((s.function, function, demangled));
                     (function, demangled)
                 }
@@ -304,12 +345,12 @@ fn fragment(
                 set(field::DEMANGLED, d);
             }
         }
-        bytes.extend_from_slice(&entry);
+        bytes.extend_from_slice(&entry[..entry_size]);
     }
     bytes.extend_from_slice(&pool.bytes);
     bytes.resize(bytes.len().next_multiple_of(8), 0);
     let size = bytes.len() as u32;
-    let header = format::encode_header(format::VERSION, list.len() as u32, size);
+    let header = format::encode_header(version, list.len() as u32, size);
     bytes[..HEADER_SIZE].copy_from_slice(&header);
     Ok((bytes, relas))
 }

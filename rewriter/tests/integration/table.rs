@@ -72,7 +72,7 @@ fn the_table_has_one_relocation_per_text_section_and_target() {
     }
 }
 
-/// Rewrites the version 2 table at `table` (the bytes of a linked binary's `bootprof_sites`) into
+/// Rewrites the version 3 table at `table` (the bytes of a linked binary's `bootprof_sites`) into
 /// the version 1 layout in place: each fragment's entries move up over its target block, their
 /// site and target become distances from the field, their names' distances grow by the move; the
 /// fragment keeps its size (the bytes left between entries and names are zero).
@@ -84,7 +84,7 @@ fn to_version_1(table: &mut [u8]) {
             continue;
         }
         let version = u16::from_le_bytes([table[at + 4], table[at + 5]]);
-        assert_eq!(version, format::VERSION, "fragment at {at:#x}");
+        assert_eq!(version, format::VERSION_3, "fragment at {at:#x}");
         let (count, size) = (u32le(table, at + 8), u32le(table, at + 12));
         let text = u32le(table, at + TEXT_FIELD) as i32 as i64 + TEXT_FIELD as i64;
         let targets = u32le(table, at + TEXT_FIELD + 4);
@@ -142,17 +142,24 @@ fn counts(app: &Path, mode: &str) -> String {
     format!("{}\n{}", o.stdout, o.stderr).replace(&dir, "DIR")
 }
 
-/// A binary whose table is of version 1, as bootprof-link wrote before version 2, lists the same
-/// sites and counts the same hits in trap and call mode (call mode goes through each site's
-/// target) as the version 2 table it was made from.
+/// Binaries whose tables are of version 3 (wide entries, as bootprof-link wrote before version
+/// 4) and of version 1 (made from the version 3 one) list the same sites and count the same hits
+/// in trap and call mode (call mode goes through each site's target) as the version 4 table
+/// bootprof-link writes.
 #[test]
-fn a_version_1_table_reads_as_its_version_2_table() {
+fn tables_of_versions_3_and_1_read_as_version_4() {
     require!("cc");
     let t = TempDir::new("table-v1");
     let objects = fentry_objects(t.path());
-    let v2 = mkdir(t.join("v2")).join("app");
-    run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), v2.as_os_str()]).args(&objects)).ok();
-    let mut bytes = read(&v2);
+    let v4 = mkdir(t.join("v4")).join("app");
+    run(cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), v4.as_os_str()]).args(&objects)).ok();
+    let v3 = mkdir(t.join("v3")).join("app");
+    let mut link_v3 = cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), v3.as_os_str()]);
+    run(link_v3
+        .env("BOOTPROF_LINK_TABLE_VERSION", "3")
+        .args(&objects))
+    .ok();
+    let mut bytes = read(&v3);
     let elf = Elf::parse(bytes.clone());
     let table = elf.section("bootprof_sites").expect("a site table");
     let (start, end) = (table.offset as usize, (table.offset + table.size) as usize);
@@ -163,13 +170,23 @@ fn a_version_1_table_reads_as_its_version_2_table() {
     write(&v1, &bytes);
     std::fs::set_permissions(&v1, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
-    let (new, _) = list(&v2);
-    let (old, out) = list(&v1);
-    assert_eq!(old.sites, new.sites, "{}", out.stdout);
-    assert!(new.count >= 4 && new.nop_ok == new.count, "{}", out.stdout);
+    let (new, _) = list(&v4);
+    for old in [&v3, &v1] {
+        let (old, out) = list(old);
+        assert_eq!(old.sites, new.sites, "{}", out.stdout);
+    }
+    assert!(new.count >= 4 && new.nop_ok == new.count);
+    let table_size = |exe: &Path| {
+        Elf::parse(read(exe))
+            .section("bootprof_sites")
+            .unwrap()
+            .size
+    };
+    assert!(table_size(&v4) < table_size(&v3), "compact entries");
     for mode in ["trap", "call"] {
-        let counted = counts(&v2, mode);
+        let counted = counts(&v4, mode);
         assert!(counted.contains("sort_longs"), "{mode}: {counted}");
+        assert_eq!(counts(&v3, mode), counted, "{mode}");
         assert_eq!(counts(&v1, mode), counted, "{mode}");
     }
 }

@@ -66,7 +66,7 @@ pub enum Nops {
 impl Nops {
     /// The NOPs of a fragment of layout `version`.
     pub fn of_version(version: u16) -> Nops {
-        if version >= crate::VERSION {
+        if version >= crate::VERSION_3 {
             Nops::Mov
         } else {
             Nops::Xor

@@ -19,11 +19,19 @@
 //! entry's `site` is an offset from it) and one per distinct target (each entry's `target` is an
 //! index into the fragment's target slots; the sites calling one probe symbol share its slot).
 //! Version 1 relocated both fields of every entry, two relocations per site (43% more relocations
-//! for the final link of a `-pg` program). Version 3 (what `bootprof-link` writes) has version
-//! 2's layout; its is-enabled call sites hold a one-instruction NOP ([`code::Nops`]), where
-//! versions 1 and 2 hold two instructions. Tables of every version, in binaries linked before,
-//! are still read; a runtime that reads only up to version 2 refuses version 3 (it would write
-//! version 2's NOP back over version 3's).
+//! for the final link of a `-pg` program). Version 3 has version 2's layout; its is-enabled call
+//! sites hold a one-instruction NOP ([`code::Nops`]), where versions 1 and 2 hold two
+//! instructions. Version 4 (what `bootprof-link` writes) has version 3's NOPs and compact
+//! entries ([`CompactSite`], 24 bytes instead of [`RawSite`]'s 40): the original instruction is
+//! not stored (its [`Form`] says what it was), the target slot is 16 bits, and the demangled
+//! name follows the function's own name in the pool (`symbol\0demangled\0`, the second empty
+//! for a name that is not mangled) instead of having a field. The table is the largest thing
+//! the rewriting adds to a program (a `-finstrument-functions` sqlite3 has 21,000 sites), and
+//! the final link reads, copies and (with `--build-id`) hashes every byte of it. A fragment
+//! whose text section has more than 65,535 distinct targets is written in version 3's layout.
+//! Tables of every version, in binaries linked before, are still read; a runtime that reads
+//! only up to version 2 refuses version 3 (it would write version 2's NOP back over version
+//! 3's), one that reads up to version 3 refuses version 4.
 //!
 //! # The probe lifecycle, once
 //!
@@ -71,8 +79,12 @@ pub const TABLE_STOP: &str = "__bootprof_sites_stop";
 /// First word of every fragment: `BPST` in little-endian byte order.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"BPST");
 /// Version of the fragment layout `bootprof-link` writes: the [`TargetBlock`] after the header,
-/// and is-enabled call sites disabled as one instruction ([`Nops::Mov`]).
-pub const VERSION: u16 = 3;
+/// [`CompactSite`] entries, and is-enabled call sites disabled as one instruction
+/// ([`Nops::Mov`]).
+pub const VERSION: u16 = 4;
+/// Version 3: the [`TargetBlock`] after the header, [`RawSite`] entries, is-enabled call sites
+/// disabled as one instruction.
+pub const VERSION_3: u16 = 3;
 /// Version 2: version 3's layout, is-enabled call sites disabled as two instructions
 /// ([`Nops::Xor`], as in version 1).
 pub const VERSION_2: u16 = 2;
@@ -84,8 +96,10 @@ pub const HEADER_SIZE: usize = 16;
 pub const TEXT_FIELD: usize = HEADER_SIZE;
 /// Offset of the first target slot in a fragment of version 2 or 3.
 pub const TARGETS_AT: usize = HEADER_SIZE + 8;
-/// Size of [`RawSite`] in bytes.
+/// Size of [`RawSite`] in bytes: an entry of versions 1 to 3.
 pub const ENTRY_SIZE: usize = 40;
+/// Size of [`CompactSite`] in bytes: an entry of version 4, the smallest of any version.
+pub const COMPACT_ENTRY_SIZE: usize = 24;
 /// Longest instruction a site can be (and the size of [`RawSite::orig`]).
 pub const MAX_SITE_LEN: usize = 8;
 
@@ -180,8 +194,65 @@ pub struct RawSite {
     pub demangled: i32,
 }
 
+/// One probe site of a fragment of version 4, as stored. The name fields are where
+/// [`RawSite`]'s are, relative to themselves ([`field`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactSite {
+    /// The site's offset from the start of its text section ([`TargetBlock::text`]).
+    pub site: u32,
+    /// The index of the target slot holding what the site called (see [`RawSite::target`]).
+    pub target: u16,
+    /// [`Kind`] as a byte.
+    pub kind: u8,
+    /// [`Form`] as a byte; the instruction as compiled is the form's opcode, displacement zero
+    /// ([`Form::opcode`]).
+    pub form: u8,
+    /// Distance to the provider name (NUL-terminated), 0 for function hooks.
+    pub provider: i32,
+    /// Distance to the probe name (NUL-terminated), or to the hook symbol's name for hooks.
+    pub name: i32,
+    /// Distance to the name of the enclosing function, 0 when unknown. Its NUL is followed by
+    /// the demangled name (C++ or Rust, as the reports show it), NUL-terminated, empty when
+    /// the name is not mangled.
+    pub function: i32,
+    /// Offset of the site from the start of its enclosing function.
+    pub func_offset: u32,
+}
+
+/// How a fragment's entries are laid out, by its version.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Versions 1 to 3: [`RawSite`].
+    Wide,
+    /// Version 4: [`CompactSite`].
+    #[default]
+    Compact,
+}
+
+impl Layout {
+    /// The layout of a fragment of version `version`.
+    pub fn of_version(version: u16) -> Layout {
+        if version >= VERSION {
+            Layout::Compact
+        } else {
+            Layout::Wide
+        }
+    }
+
+    /// The size of an entry (the least a fragment's header may give).
+    pub const fn entry_size(self) -> usize {
+        match self {
+            Layout::Wide => ENTRY_SIZE,
+            Layout::Compact => COMPACT_ENTRY_SIZE,
+        }
+    }
+}
+
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 const _: () = assert!(core::mem::size_of::<RawSite>() == ENTRY_SIZE);
+const _: () = assert!(core::mem::size_of::<CompactSite>() == COMPACT_ENTRY_SIZE);
 
 /// What a site is for.
 #[repr(u8)]
@@ -422,10 +493,13 @@ pub struct SiteCore {
     /// The instruction it held.
     pub form: Form,
     /// The distances stored for its provider, name, function and demangled name (in that
-    /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none.
+    /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none. A
+    /// [`Layout::Compact`] entry has no demangled field: its last is 0 ([`demangled_at`]).
     pub names: [i32; 4],
     /// The NOPs its fragment's version gives it ([`Place::nop`]).
     pub nops: Nops,
+    /// How its entry is laid out.
+    pub layout: Layout,
 }
 
 use le::{u16_at as le_u16, u32_at as le_u32};
@@ -443,6 +517,7 @@ pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
         entry_size: 0,
         shared: None,
         nops: Nops::Mov,
+        layout: Layout::Compact,
         pool: 0..0,
         last: 0,
         failed: false,
@@ -469,6 +544,8 @@ pub struct Sites<'a> {
     shared: Option<Shared>,
     /// The current fragment's NOPs.
     nops: Nops,
+    /// The current fragment's entry layout.
+    layout: Layout,
     /// The current fragment's name pool: from its entries' end to its end.
     pool: core::ops::Range<usize>,
     /// Offset of the last entry read.
@@ -534,10 +611,11 @@ impl<'a> Sites<'a> {
         })
     }
 
-    /// The next entry's offset and bytes, reading the next fragment's header when the current
-    /// one has no entry left; `None` at the table's end or after an error.
+    /// The next entry's offset and bytes (as many as its layout's entry has), reading the next
+    /// fragment's header when the current one has no entry left; `None` at the table's end or
+    /// after an error.
     #[inline]
-    fn next_entry(&mut self) -> Option<Result<(usize, &'a [u8; ENTRY_SIZE]), TableError>> {
+    fn next_entry(&mut self) -> Option<Result<(usize, &'a [u8]), TableError>> {
         if self.failed {
             return None;
         }
@@ -557,8 +635,7 @@ impl<'a> Sites<'a> {
         }
         // The header check put every entry inside the fragment.
         let bytes: &'a [u8] = self.bytes;
-        let entry = bytes.get(at..at + ENTRY_SIZE);
-        match entry.and_then(|e| <&[u8; ENTRY_SIZE]>::try_from(e).ok()) {
+        match bytes.get(at..at + self.layout.entry_size()) {
             Some(e) => Some(Ok((at, e))),
             None => Some(Err(TableError::BadSize(at))),
         }
@@ -567,8 +644,12 @@ impl<'a> Sites<'a> {
     /// The [`Place`] of the entry `e` at offset `at`: its kind and form checked, its site and
     /// target resolved (through the fragment's slots from version 2 on, the slot index checked).
     #[inline]
-    fn place(&self, at: usize, e: &[u8; ENTRY_SIZE]) -> Result<Place, TableError> {
-        let (Some(kind), Some(form)) = (Kind::from_u8(e[24]), Form::from_u8(e[25])) else {
+    fn place(&self, at: usize, e: &[u8]) -> Result<Place, TableError> {
+        let (kind, form) = match self.layout {
+            Layout::Wide => (e[24], e[25]),
+            Layout::Compact => (e[compact::KIND], e[compact::FORM]),
+        };
+        let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
             return Err(TableError::BadEntry(at));
         };
         let base = self.base;
@@ -579,7 +660,13 @@ impl<'a> Sites<'a> {
             ),
             Some(shared) => {
                 let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-                let slot = word(field::TARGET);
+                let slot = match self.layout {
+                    Layout::Wide => word(field::TARGET),
+                    Layout::Compact => u32::from(u16::from_le_bytes([
+                        e[compact::TARGET],
+                        e[compact::TARGET + 1],
+                    ])),
+                };
                 if slot >= shared.count {
                     return Err(TableError::BadEntry(at));
                 }
@@ -639,7 +726,7 @@ impl<'a> Sites<'a> {
         let size = le_u32(b, at + 12) as usize;
         let (entries_at, shared) = match version {
             VERSION_1 => (at + HEADER_SIZE, None),
-            VERSION_2 | VERSION => {
+            VERSION_2 | VERSION_3 | VERSION => {
                 if at + TARGETS_AT > b.len() {
                     return Err(TableError::BadSize(at));
                 }
@@ -663,7 +750,8 @@ impl<'a> Sites<'a> {
         let (Some(entries_end), Some(fragment_end)) = (entries_end, fragment_end) else {
             return Err(TableError::BadSize(at));
         };
-        if entry_size < ENTRY_SIZE
+        let layout = Layout::of_version(version);
+        if entry_size < layout.entry_size()
             || size % 8 != 0
             || fragment_end > b.len()
             || entries_end > fragment_end
@@ -675,6 +763,7 @@ impl<'a> Sites<'a> {
         self.entry_size = entry_size;
         self.shared = shared;
         self.nops = Nops::of_version(version);
+        self.layout = layout;
         self.pool = entries_end..fragment_end;
         Ok(true)
     }
@@ -683,7 +772,7 @@ impl<'a> Sites<'a> {
 /// The address `base + at` plus the signed distance stored at `field` of `entry` (which starts
 /// at `at`), or `None` when the distance is 0.
 #[inline]
-fn rel(entry: &[u8; ENTRY_SIZE], field: usize, base: u64, at: usize) -> Option<u64> {
+fn rel(entry: &[u8], field: usize, base: u64, at: usize) -> Option<u64> {
     let v = i32::from_le_bytes([
         entry[field],
         entry[field + 1],
@@ -696,12 +785,34 @@ fn rel(entry: &[u8; ENTRY_SIZE], field: usize, base: u64, at: usize) -> Option<u
 /// The address of the name that field `field` (one of [`field::PROVIDER`], [`field::NAME`],
 /// [`field::FUNCTION`], [`field::DEMANGLED`]) of the entry at offset `entry` points at, in a
 /// table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no such name (or
-/// lies outside the table). The fields are where they are in both versions, relative to
-/// themselves: a site's names are found again from its entry's offset alone.
+/// lies outside the table). The fields are where they are in every version, relative to
+/// themselves: a site's names are found again from its entry's offset alone. (A
+/// [`Layout::Compact`] entry has no [`field::DEMANGLED`]: see [`demangled_at`].)
 #[inline]
 pub fn name_at(bytes: &[u8], base: u64, entry: usize, field: usize) -> Option<u64> {
-    let e = bytes.get(entry..entry.checked_add(ENTRY_SIZE)?)?;
-    rel(e.try_into().ok()?, field, base, entry)
+    let e = bytes.get(entry..entry.checked_add(field + 4)?)?;
+    rel(e, field, base, entry)
+}
+
+/// The address of the demangled name of the function of the entry at offset `entry`, laid out
+/// as `layout`, in a table whose bytes are `bytes`, loaded at `base`; `None` when its function
+/// has no demangled name (or the name runs past the table). A [`Layout::Wide`] entry points at
+/// it ([`field::DEMANGLED`]); in a [`Layout::Compact`] one it follows the function's name.
+#[inline]
+pub fn demangled_at(bytes: &[u8], base: u64, entry: usize, layout: Layout) -> Option<u64> {
+    if layout == Layout::Wide {
+        return name_at(bytes, base, entry, field::DEMANGLED);
+    }
+    let function = name_at(bytes, base, entry, field::FUNCTION)?;
+    let at = usize::try_from(function.checked_sub(base)?).ok()?;
+    let rest = bytes.get(at..)?;
+    let after = at + rest.iter().position(|&b| b == 0)? + 1;
+    let demangled = bytes.get(after..)?;
+    // Empty (a name that is not mangled), or not ended inside the table: none.
+    match demangled.iter().position(|&b| b == 0) {
+        Some(n) if n > 0 => Some(base + after as u64),
+        _ => None,
+    }
 }
 
 impl Sites<'_> {
@@ -717,21 +828,25 @@ impl Sites<'_> {
             Err(e) => return self.fail(e),
         };
         let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-        let names = [
-            field::PROVIDER,
-            field::NAME,
-            field::FUNCTION,
-            field::DEMANGLED,
-        ];
+        let demangled = match self.layout {
+            Layout::Wide => word(field::DEMANGLED) as i32,
+            Layout::Compact => 0,
+        };
         Some(Ok(SiteCore {
             entry: at,
             site: place.site,
             target: place.target,
-            func_offset: word(20),
+            func_offset: word(field::FUNC_OFFSET),
             kind: place.kind,
             form: place.form,
-            names: names.map(|f| word(f) as i32),
+            names: [
+                word(field::PROVIDER) as i32,
+                word(field::NAME) as i32,
+                word(field::FUNCTION) as i32,
+                demangled,
+            ],
             nops: place.nops,
+            layout: self.layout,
         }))
     }
 }
@@ -747,14 +862,20 @@ impl Iterator for Sites<'_> {
         let (bytes, base, at) = (self.bytes, self.base, core.entry);
         let name = |f: usize| name_at(bytes, base, at, f);
         let mut orig = [0u8; MAX_SITE_LEN];
-        orig.copy_from_slice(&bytes[at + 28..at + 28 + MAX_SITE_LEN]);
+        match core.layout {
+            Layout::Wide => orig.copy_from_slice(&bytes[at + 28..at + 28 + MAX_SITE_LEN]),
+            Layout::Compact => {
+                let opcode = core.form.opcode();
+                orig[..opcode.len()].copy_from_slice(opcode);
+            }
+        }
         Some(Ok(Site {
             site: core.site,
             target: core.target,
             provider: name(field::PROVIDER),
             name: name(field::NAME),
             function: name(field::FUNCTION),
-            demangled: name(field::DEMANGLED),
+            demangled: demangled_at(bytes, base, at, core.layout),
             func_offset: core.func_offset,
             kind: core.kind,
             form: core.form,
@@ -764,19 +885,30 @@ impl Iterator for Sites<'_> {
     }
 }
 
-/// The header of a fragment of layout `version` ([`VERSION`], [`VERSION_2`] or [`VERSION_1`]),
-/// `size` bytes, holding `count` entries.
+/// The header of a fragment of layout `version` ([`VERSION`] to [`VERSION_1`]), `size` bytes,
+/// holding `count` entries (of the size its layout gives).
 pub fn encode_header(version: u16, count: u32, size: u32) -> [u8; HEADER_SIZE] {
     let mut h = [0u8; HEADER_SIZE];
+    let entry_size = Layout::of_version(version).entry_size() as u16;
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..6].copy_from_slice(&version.to_le_bytes());
-    h[6..8].copy_from_slice(&(ENTRY_SIZE as u16).to_le_bytes());
+    h[6..8].copy_from_slice(&entry_size.to_le_bytes());
     h[8..12].copy_from_slice(&count.to_le_bytes());
     h[12..16].copy_from_slice(&size.to_le_bytes());
     h
 }
 
-/// The bytes of one entry with its address fields zero.
+/// The bytes of one entry of version 4 ([`CompactSite`]) with its site, target and name fields
+/// zero.
+pub fn encode_compact_entry(kind: Kind, form: Form, func_offset: u32) -> [u8; COMPACT_ENTRY_SIZE] {
+    let mut e = [0u8; COMPACT_ENTRY_SIZE];
+    e[compact::KIND] = kind as u8;
+    e[compact::FORM] = form as u8;
+    e[field::FUNC_OFFSET..field::FUNC_OFFSET + 4].copy_from_slice(&func_offset.to_le_bytes());
+    e
+}
+
+/// The bytes of one entry of versions 1 to 3 ([`RawSite`]) with its address fields zero.
 pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u8; ENTRY_SIZE] {
     let mut e = [0u8; ENTRY_SIZE];
     e[20..24].copy_from_slice(&func_offset.to_le_bytes());
@@ -792,7 +924,19 @@ pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u
     e
 }
 
-/// Byte offsets of the address fields inside an entry, for the rewriter's relocations.
+/// Byte offsets of the fields of a [`CompactSite`] that a [`RawSite`] has elsewhere or wider.
+pub mod compact {
+    /// [`super::CompactSite::target`], 16 bits.
+    pub const TARGET: usize = 4;
+    /// [`super::CompactSite::kind`].
+    pub const KIND: usize = 6;
+    /// [`super::CompactSite::form`].
+    pub const FORM: usize = 7;
+}
+
+/// Byte offsets of the fields inside an entry: all of them for a [`super::RawSite`], and those a
+/// [`super::CompactSite`] has at the same place (all but [`DEMANGLED`], with a narrower
+/// [`TARGET`]: see [`super::compact`]).
 pub mod field {
     /// [`super::RawSite::site`].
     pub const SITE: usize = 0;
@@ -804,7 +948,9 @@ pub mod field {
     pub const NAME: usize = 12;
     /// [`super::RawSite::function`].
     pub const FUNCTION: usize = 16;
-    /// [`super::RawSite::demangled`].
+    /// [`super::RawSite::func_offset`].
+    pub const FUNC_OFFSET: usize = 20;
+    /// [`super::RawSite::demangled`] (a [`super::CompactSite`] has none).
     pub const DEMANGLED: usize = 36;
 }
 
@@ -861,7 +1007,7 @@ mod tests {
         let one = entries_at(1) + ENTRY_SIZE;
         let v1 = HEADER_SIZE + ENTRY_SIZE;
         let mut buf = std::vec![0u8; 2 * one + v1];
-        for (at, version) in [(0, VERSION), (one, VERSION_2)] {
+        for (at, version) in [(0, VERSION_3), (one, VERSION_2)] {
             buf[at..at + HEADER_SIZE].copy_from_slice(&encode_header(version, 1, one as u32));
             buf[at + TEXT_FIELD + 4..at + TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
             let e = at + entries_at(1);
@@ -904,7 +1050,7 @@ mod tests {
     fn version_2_fragment_then_version_1() {
         let v2 = entries_at(2) + 2 * ENTRY_SIZE;
         let mut buf = std::vec![0u8; v2 + HEADER_SIZE + ENTRY_SIZE];
-        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 2, v2 as u32));
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION_3, 2, v2 as u32));
         // The text section starts 0x100 before the field; the slots point 0x40 and 0x80 back.
         buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
         buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&2u32.to_le_bytes());
@@ -954,7 +1100,7 @@ mod tests {
         let v2 = entries_at(1) + ENTRY_SIZE + 16;
         let v1 = HEADER_SIZE + ENTRY_SIZE + 8;
         let mut buf = std::vec![0u8; v2 + v1];
-        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 1, v2 as u32));
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION_3, 1, v2 as u32));
         buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
         buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
         buf[TARGETS_AT..TARGETS_AT + 4].copy_from_slice(&(-0x40i32).to_le_bytes());
@@ -1023,6 +1169,132 @@ mod tests {
         }
         // An entry past the table has no names.
         assert_eq!(name_at(&buf, base, buf.len() - 8, field::NAME), None);
+    }
+
+    /// A version 4 fragment (compact entries) beside a version 3 one: sites and targets through
+    /// the 16-bit slot index, kind, form and offset, the names from the entry alone, the
+    /// demangled name after the function's (none when empty), the instruction as compiled from
+    /// the form; a slot index past the slots is a bad entry.
+    #[test]
+    fn compact_entries_read_as_wide_ones() {
+        let names = b"app\0start\0_Z3fooi\0foo(int)\0bar\0\0";
+        let v4 = (entries_at(2) + 2 * COMPACT_ENTRY_SIZE + names.len()).next_multiple_of(8);
+        let v3 = entries_at(1) + ENTRY_SIZE + 8;
+        let mut buf = std::vec![0u8; v4 + v3];
+        buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 2, v4 as u32));
+        assert_eq!(
+            u16::from_le_bytes([buf[6], buf[7]]),
+            COMPACT_ENTRY_SIZE as u16
+        );
+        buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
+        buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&2u32.to_le_bytes());
+        buf[TARGETS_AT..TARGETS_AT + 4].copy_from_slice(&(-0x40i32).to_le_bytes());
+        buf[TARGETS_AT + 4..TARGETS_AT + 8].copy_from_slice(&(-0x80i32).to_le_bytes());
+        let pool = entries_at(2) + 2 * COMPACT_ENTRY_SIZE;
+        buf[pool..pool + names.len()].copy_from_slice(names);
+        let entries = [
+            // A probe in a C++ function, then a hook in a C one.
+            (
+                Kind::Probe,
+                Form::JmpGot,
+                0x10u32,
+                1u16,
+                [pool, pool + 4, pool + 10],
+            ),
+            (
+                Kind::Fentry,
+                Form::CallRel32,
+                0x30,
+                0,
+                [0, pool + 4, pool + 28],
+            ),
+        ];
+        for (i, &(kind, form, offset, slot, names)) in entries.iter().enumerate() {
+            let e = entries_at(2) + i * COMPACT_ENTRY_SIZE;
+            buf[e..e + COMPACT_ENTRY_SIZE].copy_from_slice(&encode_compact_entry(kind, form, 9));
+            buf[e..e + 4].copy_from_slice(&offset.to_le_bytes());
+            buf[e + 4..e + 6].copy_from_slice(&slot.to_le_bytes());
+            let fields = [field::PROVIDER, field::NAME, field::FUNCTION];
+            for (f, to) in fields.into_iter().zip(names).filter(|&(_, to)| to != 0) {
+                let d = (to as i64 - (e + f) as i64) as i32;
+                buf[e + f..e + f + 4].copy_from_slice(&d.to_le_bytes());
+            }
+        }
+        let v3_entry = v4 + entries_at(1);
+        buf[v4..v4 + HEADER_SIZE].copy_from_slice(&encode_header(VERSION_3, 1, v3 as u32));
+        buf[v4 + TEXT_FIELD + 4..v4 + TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
+        let e = encode_entry(Kind::Fentry, Form::CallGot, 5, &[0xff, 0x15, 0, 0, 0, 0]);
+        buf[v3_entry..v3_entry + ENTRY_SIZE].copy_from_slice(&e);
+        let base = 0x1000u64;
+        let all: Vec<Site> = sites(&buf, base).collect::<Result<_, _>>().unwrap();
+        assert_eq!(all.len(), 3);
+        let text = base + TEXT_FIELD as u64 - 0x100;
+        let slots = base + TARGETS_AT as u64;
+        let at = |o: usize| Some(base + o as u64);
+        assert_eq!(
+            (
+                all[0].site,
+                all[0].target,
+                all[0].kind,
+                all[0].form,
+                all[0].func_offset
+            ),
+            (text + 0x10, slots + 4 - 0x80, Kind::Probe, Form::JmpGot, 9)
+        );
+        assert_eq!(
+            [
+                all[0].provider,
+                all[0].name,
+                all[0].function,
+                all[0].demangled
+            ],
+            [at(pool), at(pool + 4), at(pool + 10), at(pool + 18)]
+        );
+        assert_eq!(&all[0].orig[..], &[0xff, 0x25, 0, 0, 0, 0, 0, 0]);
+        assert_eq!((all[1].site, all[1].target), (text + 0x30, slots - 0x40));
+        assert_eq!(
+            [
+                all[1].provider,
+                all[1].name,
+                all[1].function,
+                all[1].demangled
+            ],
+            [None, at(pool + 4), at(pool + 28), None]
+        );
+        assert_eq!(&all[1].orig[..], &[0xe8, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            (all[2].kind, all[2].form, all[2].func_offset),
+            (Kind::Fentry, Form::CallGot, 5)
+        );
+        // The core the runtime keeps, and the demangled name found again from its entry.
+        let mut it = sites(&buf, base);
+        let cores: Vec<SiteCore> = core::iter::from_fn(|| it.next_core())
+            .map(|c| c.unwrap())
+            .collect();
+        let layouts: Vec<Layout> = cores.iter().map(|c| c.layout).collect();
+        assert_eq!(layouts, [Layout::Compact, Layout::Compact, Layout::Wide]);
+        for (core, site) in cores.iter().zip(&all) {
+            assert_eq!(
+                (core.site, core.target, core.nops),
+                (site.site, site.target, Nops::Mov)
+            );
+            assert_eq!(
+                demangled_at(&buf, base, core.entry, core.layout),
+                site.demangled
+            );
+            assert_eq!(core.names[3], 0);
+        }
+        // A demangled name that runs past the table is none.
+        let cut = &buf[..pool + 20];
+        assert_eq!(
+            demangled_at(cut, base, cores[0].entry, Layout::Compact),
+            None
+        );
+        // A slot index past the fragment's two slots is a bad entry.
+        buf[entries_at(2) + 4] = 2;
+        let mut it = sites(&buf, base);
+        assert_eq!(it.next(), Some(Err(TableError::BadEntry(entries_at(2)))));
+        assert_eq!(it.next(), None);
     }
 
     #[test]
