@@ -8,7 +8,8 @@
 //! program's calls to the C library functions bootprof-link wraps reach), its input sections
 //! merged by kind ([`MERGE_SCRIPT`]), then stripped of debug information and of the LLVM bitcode
 //! the Rust libraries carry, with every symbol but those made local (the object brings its own
-//! `core` and `alloc`, which must not meet a Rust program's).
+//! `core` and `alloc`, which must not meet a Rust program's), and of the `R_X86_64_NONE`
+//! relocations the partial link leaves ([`drop_none_relocations`]).
 //!
 //! Two users, so this file needs nothing but `std`: `runtime/cli/build.rs` includes it to make
 //! the object `bootprof-link` carries, and [`crate::runtime_lib`] prelinks an archive that
@@ -98,6 +99,7 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
             );
             run(rename.arg(&stripped)).map(drop)
         })
+        .and_then(|_| drop_none_relocations(&stripped))
         .and_then(|_| {
             std::fs::rename(&stripped, output).map_err(|e| format!("{}: {e}", output.display()))
         });
@@ -105,6 +107,65 @@ pub fn prelink(archive: &Path, output: &Path, required: &str) -> Result<(), Stri
     let _ = std::fs::remove_file(&stripped);
     let _ = std::fs::remove_file(&script);
     made
+}
+
+/// Removes the `R_X86_64_NONE` relocations from the relocation sections of the ELF64
+/// relocatable object `path`, in place. `ld -r --gc-sections` drops the unwind entries (FDEs)
+/// of the functions it discards but leaves each of their relocations behind as an
+/// `R_X86_64_NONE` at a kept entry's offset: hundreds of them in `.rela.eh_frame`, which every
+/// final link then reads and sorts through for nothing (0.46 M of GNU ld's instructions in a
+/// link of sqlite3). The others keep their order; each section shrinks, its bytes stay where
+/// they were.
+pub fn drop_none_relocations(path: &Path) -> Result<(), String> {
+    let fail = |what: &str| format!("{}: {what}", path.display());
+    let mut elf = std::fs::read(path).map_err(|e| fail(&e.to_string()))?;
+    let word = |b: &[u8], at: usize, n: usize| -> Option<u64> {
+        let bytes = b.get(at..at + n)?;
+        Some(bytes.iter().rev().fold(0, |v, &x| v << 8 | u64::from(x)))
+    };
+    if elf.get(..6) != Some(&b"\x7fELF\x02\x01"[..]) {
+        return Err(fail("not a little-endian ELF64 file"));
+    }
+    let header = |at: usize, n: usize| word(&elf, at, n).map(|v| v as usize);
+    let (Some(shoff), Some(shentsize), Some(shnum)) =
+        (header(0x28, 8), header(0x3a, 2), header(0x3c, 2))
+    else {
+        return Err(fail("truncated ELF header"));
+    };
+    let mut changed = false;
+    for i in 0..shnum {
+        let sh = shoff + i * shentsize;
+        let field = |at: usize, n: usize| word(&elf, sh + at, n).map(|v| v as usize);
+        let (Some(kind), Some(offset), Some(size), Some(entsize)) =
+            (field(4, 4), field(0x18, 8), field(0x20, 8), field(0x38, 8))
+        else {
+            return Err(fail(&format!("section header {i} is truncated")));
+        };
+        const SHT_RELA: usize = 4;
+        if kind != SHT_RELA || entsize != 24 {
+            continue;
+        }
+        let Some(section) = elf.get_mut(offset..offset + size) else {
+            return Err(fail(&format!("section {i} runs past the file")));
+        };
+        let mut kept = 0;
+        for at in (0..size / 24).map(|r| r * 24) {
+            // The low half of r_info: the type, 0 for R_X86_64_NONE.
+            if section[at + 8..at + 12] != [0; 4] {
+                section.copy_within(at..at + 24, kept);
+                kept += 24;
+            }
+        }
+        if kept < size {
+            section[kept..].fill(0);
+            elf[sh + 0x20..sh + 0x28].copy_from_slice(&(kept as u64).to_le_bytes());
+            changed = true;
+        }
+    }
+    if changed {
+        std::fs::write(path, &elf).map_err(|e| fail(&e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The global `bootprof_*` and `__wrap_*` symbols `archive` defines.

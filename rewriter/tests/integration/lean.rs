@@ -120,6 +120,43 @@ fn entry_points(file: &Path, dynamic: bool) -> Vec<String> {
     names
 }
 
+/// The runtime objects bootprof-link carries hold no `R_X86_64_NONE` relocation (the partial
+/// link leaves one for each relocation of an unwind entry it drops, which every link would read
+/// for nothing), and every unwind entry they keep still has the relocation of its start address.
+#[test]
+fn the_carried_runtime_objects_keep_their_unwind_relocations_and_no_empty_ones() {
+    require!("readelf");
+    for query in ["--print-runtime", "--print-shared-runtime"] {
+        let object = run(cmd(crate::util::link_bin(), [query])).ok().stdout;
+        let object = Path::new(object.trim());
+        let relocs = run(cmd("readelf", ["-rW"]).arg(object)).ok().stdout;
+        assert!(
+            !relocs.contains("R_X86_64_NONE"),
+            "{query}: {}",
+            object.display()
+        );
+        // Offsets of the relocations of .eh_frame, and of each FDE's start address field.
+        let in_eh_frame: std::collections::BTreeSet<u64> = relocs
+            .split("Relocation section")
+            .filter(|s| s.starts_with(" '.rela.eh_frame'"))
+            .flat_map(|s| s.lines().skip(2))
+            .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+            .collect();
+        let frames = run(cmd("readelf", ["-wf"]).arg(object)).ok().stdout;
+        let fdes: Vec<u64> = frames
+            .lines()
+            .filter(|l| l.contains(" FDE cie="))
+            .map(|l| u64::from_str_radix(l.split_whitespace().next().unwrap(), 16).unwrap() + 8)
+            .collect();
+        assert!(fdes.len() > 10, "{query}: {frames}");
+        let lost: Vec<&u64> = fdes.iter().filter(|f| !in_eh_frame.contains(f)).collect();
+        assert!(
+            lost.is_empty(),
+            "{query}: FDEs without relocations at {lost:x?}"
+        );
+    }
+}
+
 /// An executable exports none of the runtime's symbols (GNU ld matches every symbol of a link
 /// against any dynamic list, whatever it holds): the runtime object's note, in a `PT_NOTE`
 /// segment of the executable, leads its shared objects' copies of the runtime to its entry
