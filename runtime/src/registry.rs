@@ -84,13 +84,10 @@ impl InTable {
     /// first byte (so it runs to a NUL inside the pool), or is a string elsewhere in the table.
     #[inline]
     fn check(&mut self, table: &[u8], site: &format::SiteCore) {
-        use format::field::{DEMANGLED, FUNCTION, NAME, PROVIDER};
-        let fields = [PROVIDER, NAME, FUNCTION, DEMANGLED];
-        for (i, (field, distance)) in fields.into_iter().zip(site.names).enumerate() {
-            if distance == 0 {
+        for (i, at) in site.strings.into_iter().enumerate() {
+            if at == 0 {
                 continue;
             }
-            let at = (site.entry + field).wrapping_add(distance as isize as usize);
             let in_pool = self.pool_ok
                 && self.pool.contains(&at)
                 && table.get(at).is_some_and(|&b| (b as i8) >= -0x40);
@@ -217,17 +214,14 @@ fn site_rec(
 ) -> SiteRec {
     let bytes = table.bytes;
     let base = bytes.as_ptr() as u64;
-    let name = |field| format::name_at(bytes, base, site.entry, field);
+    let name = |which| site::name_at(format::name_of(bytes, base, site.entry, site.layout, which));
     // A probe's record kind and a site's latency role depend on its names: only then are they
     // read (a hook's record kind is its kind's).
-    let names = || {
-        use format::field::{FUNCTION, NAME, PROVIDER};
-        site::Names {
-            provider: site::name_at(name(PROVIDER)),
-            name: site::name_at(name(NAME)),
-            function: site::name_at(name(FUNCTION)),
-            demangled: site::name_at(format::demangled_at(bytes, base, site.entry, site.layout)),
-        }
+    let names = || site::Names {
+        provider: name(format::Name::Provider),
+        name: name(format::Name::Probe),
+        function: name(format::Name::Function),
+        demangled: name(format::Name::Demangled),
     };
     let named = (!site.kind.is_hook() || latency).then(names);
     let rec_kind = match &named {
@@ -255,7 +249,7 @@ fn site_rec(
         rec_kind,
         latency,
         stacktrace: core::sync::atomic::AtomicBool::new(false),
-        has_function: site.names[2] != 0,
+        has_function: site.strings[2] != 0,
         nops: site.nops,
         layout: site.layout,
     }

@@ -9,7 +9,7 @@
 use crate::prelude::*;
 use crate::sys::Mutex;
 use bootprof_format::pattern::Pattern;
-use bootprof_format::{Form, Kind, Layout, Nops, MAX_SITE_LEN};
+use bootprof_format::{Form, Kind, Layout, Name as NameOf, Nops, MAX_SITE_LEN};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// Whether `pattern` selects a site of kind `kind` with names `n` (see [`SiteRec::matches`]).
@@ -184,64 +184,56 @@ impl SiteRec {
         self.form.len()
     }
 
-    /// The address of the name field `field` of its entry points at (`format::field::NAME`...).
+    /// The address of its name `which`, found from its entry.
     #[inline]
-    fn name_addr(&self, field: usize) -> Option<u64> {
+    fn name_addr(&self, which: NameOf) -> Option<u64> {
         let bytes = self.table.bytes;
-        bootprof_format::name_at(bytes, bytes.as_ptr() as u64, self.entry as usize, field)
+        let (base, entry) = (bytes.as_ptr() as u64, self.entry as usize);
+        bootprof_format::name_of(bytes, base, entry, self.layout, which)
     }
 
-    /// The name field `field` of its entry points at: empty for none, `?` when not UTF-8.
-    fn name(&self, field: usize) -> &'static str {
-        name_at(self.name_addr(field))
+    /// Its name `which`: empty for none, `?` when not UTF-8.
+    fn name(&self, which: NameOf) -> &'static str {
+        name_at(self.name_addr(which))
     }
 
-    /// The name field `field` of its entry points at, as a C string (empty for none).
-    fn c_name_of(&self, field: usize) -> *const u8 {
-        self.name_addr(field)
+    /// Its name `which`, as a C string (empty for none).
+    fn c_name_of(&self, which: NameOf) -> *const u8 {
+        self.name_addr(which)
             .map_or(c"".as_ptr().cast(), |a| a as *const u8)
     }
 
     /// Its names, read from its entry.
     pub fn names(&self) -> Names {
-        use bootprof_format::field;
-        let bytes = self.table.bytes;
-        let (base, entry) = (bytes.as_ptr() as u64, self.entry as usize);
         Names {
-            provider: self.name(field::PROVIDER),
-            name: self.name(field::NAME),
-            function: self.name(field::FUNCTION),
-            demangled: name_at(bootprof_format::demangled_at(
-                bytes,
-                base,
-                entry,
-                self.layout,
-            )),
+            provider: self.name(NameOf::Provider),
+            name: self.name(NameOf::Probe),
+            function: self.name(NameOf::Function),
+            demangled: self.name(NameOf::Demangled),
         }
     }
 
     /// Provider (empty for hooks).
     pub fn provider(&self) -> &'static str {
-        self.name(bootprof_format::field::PROVIDER)
+        self.name(NameOf::Provider)
     }
 
     /// Probe name (the hook symbol for hooks).
     pub fn probe_name(&self) -> &'static str {
-        self.name(bootprof_format::field::NAME)
+        self.name(NameOf::Probe)
     }
 
     /// Enclosing function (empty if unknown).
     pub fn function(&self) -> &'static str {
-        self.name(bootprof_format::field::FUNCTION)
+        self.name(NameOf::Function)
     }
 
     /// The provider, name and function as NUL-terminated C strings, for the C API.
     pub(crate) fn c_names(&self) -> [*const u8; 3] {
-        use bootprof_format::field;
         [
-            self.c_name_of(field::PROVIDER),
-            self.c_name_of(field::NAME),
-            self.c_name_of(field::FUNCTION),
+            self.c_name_of(NameOf::Provider),
+            self.c_name_of(NameOf::Probe),
+            self.c_name_of(NameOf::Function),
         ]
     }
 

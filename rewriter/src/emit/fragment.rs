@@ -16,7 +16,10 @@ use crate::elf::{Rela64, SectionHeader64, LE};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::site::SiteInfo;
-use bootprof_format::{self as format, field, Kind, Layout, HEADER_SIZE, TARGETS_AT, TEXT_FIELD};
+use bootprof_format::{
+    self as format, compact, field, Kind, Layout, COMPACT_ENTRY_SIZE, HEADER_SIZE, TARGETS_AT,
+    TEXT_FIELD,
+};
 use object::elf;
 use object::{I64, U32, U64};
 use std::collections::{BTreeMap, HashMap};
@@ -172,6 +175,8 @@ fn pc32(offset: usize, sym: usize, addend: i64) -> Rela64 {
 struct Pool<'a> {
     bytes: Vec<u8>,
     at: FxHashMap<&'a [u8], usize>,
+    /// Where a compact slot's name is, by the symbol its sites call.
+    named: FxHashMap<&'a [u8], usize>,
 }
 
 impl<'a> Pool<'a> {
@@ -179,6 +184,23 @@ impl<'a> Pool<'a> {
     fn intern(&mut self, name: &'a [u8]) -> usize {
         let bytes = &mut self.bytes;
         *self.at.entry(name).or_insert_with(|| append(bytes, name))
+    }
+
+    /// The offset in the pool of the name of what calls to `symbol` call, appended when it is
+    /// not there yet: a probe's provider and name, one after the other, or the hook's name.
+    fn intern_named(&mut self, symbol: &'a [u8]) -> usize {
+        let bytes = &mut self.bytes;
+        *self
+            .named
+            .entry(symbol)
+            .or_insert_with(|| match Kind::classify(symbol) {
+                Some((kind, provider, name)) if !kind.is_hook() => {
+                    let at = append(bytes, provider);
+                    append(bytes, name);
+                    at
+                }
+                _ => append(bytes, symbol),
+            })
     }
 }
 
@@ -235,22 +257,24 @@ fn table_version() -> u16 {
     )
 }
 
-/// Builds one fragment of [`table_version`] (of version 3 when its targets are too many for a
-/// compact entry's 16-bit slot index): header, target block and slots, entries, name pool;
-/// and its relocations: the text section's start (`text_symbol`), and each distinct target once.
+/// Builds one fragment of [`table_version`] (of version 3 when a site is too far into its
+/// function for a compact entry's 16-bit offset): header, target block and slots, entries, name
+/// pool; and its relocations: the text section's start (`text_symbol`), and each distinct
+/// target once.
 fn fragment(
     list: &[&SiteInfo<'_>],
     text_symbol: usize,
     target_of: impl FnMut(&SiteInfo<'_>) -> (usize, i64),
 ) -> Result<(Vec<u8>, Vec<Rela64>), u64> {
     let (slots, targets) = target_slots(list, target_of);
+    let far = || list.iter().any(|s| s.func_offset > u64::from(u16::MAX));
     let version = match table_version() {
-        format::VERSION if targets.len() > usize::from(u16::MAX) + 1 => format::VERSION_3,
+        format::VERSION if far() => format::VERSION_3,
         v => v,
     };
     let layout = Layout::of_version(version);
-    let entry_size = layout.entry_size();
-    let entries_at = format::entries_at(targets.len() as u32);
+    let (entry_size, slot_size) = (layout.entry_size(), layout.slot_size());
+    let entries_at = layout.entries_at(targets.len() as u32);
     let entries_end = entries_at + list.len() * entry_size;
     let mut bytes = Vec::with_capacity(entries_end + list.len() * 24);
     bytes.resize(entries_at, 0);
@@ -258,14 +282,22 @@ fn fragment(
     let mut relas = Vec::with_capacity(1 + targets.len());
     relas.push(pc32(TEXT_FIELD, text_symbol, 0));
     for (i, &(symbol, addend)) in targets.iter().enumerate() {
-        relas.push(pc32(TARGETS_AT + 4 * i, symbol, addend));
+        relas.push(pc32(TARGETS_AT + slot_size * i, symbol, addend));
     }
     // The map sized for one interned name a site, so that it is never rehashed as it grows:
     // about what a fragment of probes needs (their providers are few), more than one of hooks.
     let mut pool = Pool {
         bytes: Vec::with_capacity(list.len() * 24),
         at: FxHashMap::with_capacity_and_hasher(list.len(), Default::default()),
+        named: FxHashMap::default(),
     };
+    // Names are stored PC-relative, as the distance from the field (at `field_at` in the
+    // fragment) to the string (the pool follows the entries).
+    let to_pool = |field_at: usize, in_pool: usize| {
+        (((entries_end + in_pool) as i64 - field_at as i64) as i32).to_le_bytes()
+    };
+    // A compact entry's names are its slot's: each slot is named by the first site calling it.
+    let mut named = vec![false; targets.len()];
     // A function's sites are adjacent (sorted by offset): its names are written (and demangled)
     // once, and a probe's are looked up once per run of its sites. A run is told by its name's
     // place in the object's string table, where its symbol's name is (two symbols of one name
@@ -276,47 +308,55 @@ fn fragment(
     for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
         let e = entries_at + i * entry_size;
         let offset = u32::try_from(s.offset).map_err(|_| s.offset)?;
-        let func_offset = u32::try_from(s.func_offset).unwrap_or(u32::MAX);
         let mut entry = [0u8; format::ENTRY_SIZE];
-        match layout {
+        let set = |entry: &mut [u8; format::ENTRY_SIZE], field: usize, in_pool: usize| {
+            entry[field..field + 4].copy_from_slice(&to_pool(e + field, in_pool));
+        };
+        let function_field = match layout {
             Layout::Wide => {
-                entry = format::encode_entry(s.kind, s.form, func_offset, &s.orig[..s.form.len()]);
+                let func_offset = u32::try_from(s.func_offset).unwrap_or(u32::MAX);
+                let orig = &s.orig[..s.form.len()];
+                entry = format::encode_entry(s.kind, s.form, func_offset, orig);
+                entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
                 entry[field::TARGET..field::TARGET + 4].copy_from_slice(&slot.to_le_bytes());
+                let recent = recent_symbols.iter().flatten();
+                let (provider, name) = match recent.copied().find(|l| same_place(l.0, s.symbol)) {
+                    Some((_, provider, name)) => (provider, name),
+                    None => {
+                        let (provider, name) = match Kind::classify(s.symbol) {
+                            Some((kind, provider, name)) if !kind.is_hook() => {
+                                (Some(provider), name)
+                            }
+                            _ => (None, s.symbol),
+                        };
+                        let provider = provider.map(|p| pool.intern(p));
+                        let name = pool.intern(name);
+                        recent_symbols = [Some((s.symbol, provider, name)), recent_symbols[0]];
+                        (provider, name)
+                    }
+                };
+                if let Some(p) = provider {
+                    set(&mut entry, field::PROVIDER, p);
+                }
+                set(&mut entry, field::NAME, name);
+                field::FUNCTION
             }
             Layout::Compact => {
+                // Fits: a fragment with a site further into its function is wide.
+                let func_offset = s.func_offset as u16;
                 let compact = format::encode_compact_entry(s.kind, s.form, func_offset);
-                entry[..compact.len()].copy_from_slice(&compact);
-                // Fits: a fragment with more targets is wide.
-                let slot = slot as u16;
-                let at = format::compact::TARGET;
-                entry[at..at + 2].copy_from_slice(&slot.to_le_bytes());
-            }
-        }
-        entry[field::SITE..field::SITE + 4].copy_from_slice(&offset.to_le_bytes());
-        let recent = recent_symbols.iter().flatten();
-        let (provider, name) = match recent.copied().find(|l| same_place(l.0, s.symbol)) {
-            Some((_, provider, name)) => (provider, name),
-            None => {
-                let (provider, name) = match Kind::classify(s.symbol) {
-                    Some((kind, provider, name)) if !kind.is_hook() => (Some(provider), name),
-                    _ => (None, s.symbol),
-                };
-                let provider = provider.map(|p| pool.intern(p));
-                let name = pool.intern(name);
-                recent_symbols = [Some((s.symbol, provider, name)), recent_symbols[0]];
-                (provider, name)
+                entry[..COMPACT_ENTRY_SIZE].copy_from_slice(&compact);
+                entry[compact::SITE..compact::SITE + 4].copy_from_slice(&offset.to_le_bytes());
+                let slot_at = TARGETS_AT + slot_size * slot as usize;
+                let distance = (slot_at as i64 - (e + compact::SLOT) as i64) as i32;
+                entry[compact::SLOT..compact::SLOT + 4].copy_from_slice(&distance.to_le_bytes());
+                if !std::mem::replace(&mut named[slot as usize], true) {
+                    let name = pool.intern_named(s.symbol);
+                    bytes[slot_at + 4..slot_at + 8].copy_from_slice(&to_pool(slot_at + 4, name));
+                }
+                compact::FUNCTION
             }
         };
-        // Names are stored PC-relative, as the distance from the field to the string (the pool
-        // follows the entries).
-        let mut set = |field: usize, in_pool: usize| {
-            let v = ((entries_end + in_pool) as i64 - (e + field) as i64) as i32;
-            entry[field..field + 4].copy_from_slice(&v.to_le_bytes());
-        };
-        if let Some(p) = provider {
-            set(field::PROVIDER, p);
-        }
-        set(field::NAME, name);
         if !s.function.is_empty() {
             let (function, demangled) = match last_function.filter(|l| same_place(l.0, s.function))
             {
@@ -329,10 +369,8 @@ fn fragment(
                     let demangled = match layout {
                         Layout::Wide => demangled.map(|d| append(&mut pool.bytes, d.as_bytes())),
                         Layout::Compact => {
-                            append(
-                                &mut pool.bytes,
-                                demangled.as_deref().unwrap_or("").as_bytes(),
-                            );
+                            let d = demangled.as_deref().unwrap_or_default();
+                            append(&mut pool.bytes, d.as_bytes());
                             None
                         }
                     };
@@ -340,9 +378,9 @@ fn fragment(
                     (function, demangled)
                 }
             };
-            set(field::FUNCTION, function);
+            set(&mut entry, function_field, function);
             if let Some(d) = demangled {
-                set(field::DEMANGLED, d);
+                set(&mut entry, field::DEMANGLED, d);
             }
         }
         bytes.extend_from_slice(&entry[..entry_size]);

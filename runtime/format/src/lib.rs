@@ -22,13 +22,16 @@
 //! for the final link of a `-pg` program). Version 3 has version 2's layout; its is-enabled call
 //! sites hold a one-instruction NOP ([`code::Nops`]), where versions 1 and 2 hold two
 //! instructions. Version 4 (what `bootprof-link` writes) has version 3's NOPs and compact
-//! entries ([`CompactSite`], 24 bytes instead of [`RawSite`]'s 40): the original instruction is
-//! not stored (its [`Form`] says what it was), the target slot is 16 bits, and the demangled
-//! name follows the function's own name in the pool (`symbol\0demangled\0`, the second empty
-//! for a name that is not mangled) instead of having a field. The table is the largest thing
-//! the rewriting adds to a program (a `-finstrument-functions` sqlite3 has 21,000 sites), and
-//! the final link reads, copies and (with `--build-id`) hashes every byte of it. A fragment
-//! whose text section has more than 65,535 distinct targets is written in version 3's layout.
+//! entries ([`CompactSite`], 16 bytes instead of [`RawSite`]'s 40): the original instruction is
+//! not stored (its [`Form`] says what it was); the probe's (or hook's) name is the target
+//! slot's, which the entry points at (each slot holds its target and, beside it, the name of
+//! what the sites calling it call: every site calling one probe symbol shares it); the
+//! function's offset is 16 bits; and the demangled name follows the function's own in the pool
+//! (`symbol\0demangled\0`, the second empty for a name that is not mangled). The table is the
+//! largest thing the rewriting adds to a program (a `-finstrument-functions` sqlite3 has
+//! 21,000 sites), and the final link reads, copies and (with `--build-id`) hashes every byte
+//! of it. A fragment with a site 64 KiB or more into its function is written in version 3's
+//! layout.
 //! Tables of every version, in binaries linked before, are still read; a runtime that reads
 //! only up to version 2 refuses version 3 (it would write version 2's NOP back over version
 //! 3's), one that reads up to version 3 refuses version 4.
@@ -99,7 +102,7 @@ pub const TARGETS_AT: usize = HEADER_SIZE + 8;
 /// Size of [`RawSite`] in bytes: an entry of versions 1 to 3.
 pub const ENTRY_SIZE: usize = 40;
 /// Size of [`CompactSite`] in bytes: an entry of version 4, the smallest of any version.
-pub const COMPACT_ENTRY_SIZE: usize = 24;
+pub const COMPACT_ENTRY_SIZE: usize = 16;
 /// Longest instruction a site can be (and the size of [`RawSite::orig`]).
 pub const MAX_SITE_LEN: usize = 8;
 
@@ -154,9 +157,9 @@ pub struct TargetBlock {
 }
 
 /// Where the entries of a fragment of version 2 or 3 with `targets` target slots start, from the
-/// fragment's start.
+/// fragment's start ([`Layout::entries_at`] for any version).
 pub const fn entries_at(targets: u32) -> usize {
-    (TARGETS_AT + 4 * targets as usize).next_multiple_of(8)
+    Layout::Wide.entries_at(targets)
 }
 
 /// One probe site, as stored. Offsets of the `i32` fields are relative to the field itself.
@@ -194,39 +197,49 @@ pub struct RawSite {
     pub demangled: i32,
 }
 
-/// One probe site of a fragment of version 4, as stored. The name fields are where
-/// [`RawSite`]'s are, relative to themselves ([`field`]).
+/// One probe site of a fragment of version 4, as stored. The `i32` fields are distances from
+/// the field itself, as in a [`RawSite`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CompactSite {
     /// The site's offset from the start of its text section ([`TargetBlock::text`]).
     pub site: u32,
-    /// The index of the target slot holding what the site called (see [`RawSite::target`]).
-    pub target: u16,
-    /// [`Kind`] as a byte.
-    pub kind: u8,
-    /// [`Form`] as a byte; the instruction as compiled is the form's opcode, displacement zero
-    /// ([`Form::opcode`]).
-    pub form: u8,
-    /// Distance to the provider name (NUL-terminated), 0 for function hooks.
-    pub provider: i32,
-    /// Distance to the probe name (NUL-terminated), or to the hook symbol's name for hooks.
-    pub name: i32,
+    /// Distance to the target slot of what the site called: a [`CompactSlot`] of its
+    /// fragment's.
+    pub slot: i32,
     /// Distance to the name of the enclosing function, 0 when unknown. Its NUL is followed by
     /// the demangled name (C++ or Rust, as the reports show it), NUL-terminated, empty when
     /// the name is not mangled.
     pub function: i32,
     /// Offset of the site from the start of its enclosing function.
-    pub func_offset: u32,
+    pub func_offset: u16,
+    /// [`Kind`] as a byte.
+    pub kind: u8,
+    /// [`Form`] as a byte; the instruction as compiled is the form's opcode, displacement zero
+    /// ([`Form::opcode`]).
+    pub form: u8,
+}
+
+/// A target slot of a fragment of version 4 (a version 2 or 3 slot is its `target` alone).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactSlot {
+    /// Distance to the target: a probe symbol's stub, a tail site's thunk, a guard's
+    /// out-of-line code.
+    pub target: i32,
+    /// Distance to the name of what the sites calling the target call: for a probe, its
+    /// provider and its name, each NUL-terminated (`provider\0name\0`); for a hook, the hook
+    /// symbol's name.
+    pub name: i32,
 }
 
 /// How a fragment's entries are laid out, by its version.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Layout {
-    /// Versions 1 to 3: [`RawSite`].
+    /// Versions 1 to 3: [`RawSite`], target slots of 4 bytes.
     Wide,
-    /// Version 4: [`CompactSite`].
+    /// Version 4: [`CompactSite`], target slots of 8 ([`CompactSlot`]).
     #[default]
     Compact,
 }
@@ -248,11 +261,26 @@ impl Layout {
             Layout::Compact => COMPACT_ENTRY_SIZE,
         }
     }
+
+    /// The size of a target slot.
+    pub const fn slot_size(self) -> usize {
+        match self {
+            Layout::Wide => 4,
+            Layout::Compact => 8,
+        }
+    }
+
+    /// Where the entries of a fragment of version 2 or later with `targets` target slots start,
+    /// from the fragment's start.
+    pub const fn entries_at(self, targets: u32) -> usize {
+        (TARGETS_AT + self.slot_size() * targets as usize).next_multiple_of(8)
+    }
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 const _: () = assert!(core::mem::size_of::<RawSite>() == ENTRY_SIZE);
 const _: () = assert!(core::mem::size_of::<CompactSite>() == COMPACT_ENTRY_SIZE);
+const _: () = assert!(core::mem::size_of::<CompactSlot>() == 8);
 
 /// What a site is for.
 #[repr(u8)]
@@ -492,10 +520,12 @@ pub struct SiteCore {
     pub kind: Kind,
     /// The instruction it held.
     pub form: Form,
-    /// The distances stored for its provider, name, function and demangled name (in that
-    /// order), each from its own field ([`field::PROVIDER`]...) of the entry; 0 for none. A
-    /// [`Layout::Compact`] entry has no demangled field: its last is 0 ([`demangled_at`]).
-    pub names: [i32; 4],
+    /// The offsets in the table of the strings its entry points at, 0 for none: a
+    /// [`Layout::Wide`] entry's provider, name, function and demangled name; a
+    /// [`Layout::Compact`] one's slot name (a hook's name, or a probe's provider with its name
+    /// after it), 0, function (its demangled name after it), 0. What a reader checks of its
+    /// names; [`name_of`] finds each again from the entry's offset.
+    pub strings: [usize; 4],
     /// The NOPs its fragment's version gives it ([`Place::nop`]).
     pub nops: Nops,
     /// How its entry is laid out.
@@ -646,7 +676,7 @@ impl<'a> Sites<'a> {
     #[inline]
     fn place(&self, at: usize, e: &[u8]) -> Result<Place, TableError> {
         let (kind, form) = match self.layout {
-            Layout::Wide => (e[24], e[25]),
+            Layout::Wide => (e[field::KIND], e[field::KIND + 1]),
             Layout::Compact => (e[compact::KIND], e[compact::FORM]),
         };
         let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
@@ -661,16 +691,21 @@ impl<'a> Sites<'a> {
             Some(shared) => {
                 let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
                 let slot = match self.layout {
-                    Layout::Wide => word(field::TARGET),
-                    Layout::Compact => u32::from(u16::from_le_bytes([
-                        e[compact::TARGET],
-                        e[compact::TARGET + 1],
-                    ])),
+                    Layout::Wide if word(field::TARGET) < shared.count => {
+                        shared.targets + 4 * word(field::TARGET) as usize
+                    }
+                    Layout::Compact => {
+                        // One of the fragment's slots, at its start.
+                        let d = word(compact::SLOT) as i32 as isize as usize;
+                        let slot = (at + compact::SLOT).wrapping_add(d);
+                        let index = slot.wrapping_sub(shared.targets);
+                        if index % 8 != 0 || index / 8 >= shared.count as usize {
+                            return Err(TableError::BadEntry(at));
+                        }
+                        slot
+                    }
+                    Layout::Wide => return Err(TableError::BadEntry(at)),
                 };
-                if slot >= shared.count {
-                    return Err(TableError::BadEntry(at));
-                }
-                let slot = shared.targets + 4 * slot as usize;
                 let Some(d) = self.bytes.get(slot..slot + 4) else {
                     return Err(TableError::BadEntry(at));
                 };
@@ -738,7 +773,8 @@ impl<'a> Sites<'a> {
                     targets: at + TARGETS_AT,
                     count: targets,
                 };
-                let entries = (targets <= u32::MAX / 8).then(|| at + entries_at(targets));
+                let layout = Layout::of_version(version);
+                let entries = (targets <= u32::MAX / 8).then(|| at + layout.entries_at(targets));
                 (entries.ok_or(TableError::BadSize(at))?, Some(shared))
             }
             _ => return Err(TableError::BadVersion(at, version)),
@@ -783,35 +819,101 @@ fn rel(entry: &[u8], field: usize, base: u64, at: usize) -> Option<u64> {
 }
 
 /// The address of the name that field `field` (one of [`field::PROVIDER`], [`field::NAME`],
-/// [`field::FUNCTION`], [`field::DEMANGLED`]) of the entry at offset `entry` points at, in a
-/// table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no such name (or
-/// lies outside the table). The fields are where they are in every version, relative to
-/// themselves: a site's names are found again from its entry's offset alone. (A
-/// [`Layout::Compact`] entry has no [`field::DEMANGLED`]: see [`demangled_at`].)
+/// [`field::FUNCTION`], [`field::DEMANGLED`]) of the [`Layout::Wide`] entry at offset `entry`
+/// points at, in a table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no
+/// such name (or lies outside the table). The fields are where they are in versions 1 to 3,
+/// relative to themselves: a site's names are found again from its entry's offset alone
+/// ([`name_of`], for entries of any layout).
 #[inline]
 pub fn name_at(bytes: &[u8], base: u64, entry: usize, field: usize) -> Option<u64> {
     let e = bytes.get(entry..entry.checked_add(field + 4)?)?;
     rel(e, field, base, entry)
 }
 
-/// The address of the demangled name of the function of the entry at offset `entry`, laid out
-/// as `layout`, in a table whose bytes are `bytes`, loaded at `base`; `None` when its function
-/// has no demangled name (or the name runs past the table). A [`Layout::Wide`] entry points at
-/// it ([`field::DEMANGLED`]); in a [`Layout::Compact`] one it follows the function's name.
+/// One of the names of a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Name {
+    /// A probe's provider (none for hooks).
+    Provider,
+    /// The probe's name, or the hook symbol's.
+    Probe,
+    /// The enclosing function's symbol.
+    Function,
+    /// The enclosing function's demangled name (none when the symbol is not mangled).
+    Demangled,
+}
+
+/// The address of the name `which` of the entry at offset `entry`, laid out as `layout`, in a
+/// table whose bytes are `bytes`, loaded at `base`; `None` when the entry has no such name (or
+/// it lies or runs outside the table). Found from the entry's offset alone: a
+/// [`Layout::Wide`] entry points at each name ([`name_at`]); a [`Layout::Compact`] one points at
+/// its function's name, which its demangled name follows, and at its target slot, whose name
+/// is the hook's, or the probe's provider followed by its name.
 #[inline]
-pub fn demangled_at(bytes: &[u8], base: u64, entry: usize, layout: Layout) -> Option<u64> {
+pub fn name_of(bytes: &[u8], base: u64, entry: usize, layout: Layout, which: Name) -> Option<u64> {
     if layout == Layout::Wide {
-        return name_at(bytes, base, entry, field::DEMANGLED);
+        let field = match which {
+            Name::Provider => field::PROVIDER,
+            Name::Probe => field::NAME,
+            Name::Function => field::FUNCTION,
+            Name::Demangled => field::DEMANGLED,
+        };
+        return name_at(bytes, base, entry, field);
     }
-    let function = name_at(bytes, base, entry, field::FUNCTION)?;
-    let at = usize::try_from(function.checked_sub(base)?).ok()?;
-    let rest = bytes.get(at..)?;
-    let after = at + rest.iter().position(|&b| b == 0)? + 1;
-    let demangled = bytes.get(after..)?;
-    // Empty (a name that is not mangled), or not ended inside the table: none.
-    match demangled.iter().position(|&b| b == 0) {
-        Some(n) if n > 0 => Some(base + after as u64),
-        _ => None,
+    let at = |a: u64| usize::try_from(a.checked_sub(base)?).ok();
+    let after = |a: u64| -> Option<u64> {
+        let from = at(a)?;
+        let nul = bytes.get(from..)?.iter().position(|&b| b == 0)?;
+        let next = from + nul + 1;
+        // Not empty, and ended inside the table.
+        let n = bytes.get(next..)?.iter().position(|&b| b == 0)?;
+        (n > 0).then_some(base + next as u64)
+    };
+    match which {
+        Name::Function => name_at(bytes, base, entry, compact::FUNCTION),
+        Name::Demangled => after(name_at(bytes, base, entry, compact::FUNCTION)?),
+        Name::Provider | Name::Probe => {
+            let kind = Kind::from_u8(*bytes.get(entry + compact::KIND)?)?;
+            let slot = name_at(bytes, base, entry, compact::SLOT)?;
+            let named = name_at(bytes, base, at(slot)?, 4)?;
+            match (which, kind.is_hook()) {
+                (Name::Provider, true) => None,
+                (Name::Probe, false) => after(named),
+                _ => Some(named),
+            }
+        }
+    }
+}
+
+/// The offsets in the table of the strings the entry `e` at offset `at`, laid out as `layout`,
+/// points at (0 for none): see [`SiteCore::strings`].
+fn strings(bytes: &[u8], at: usize, e: &[u8], layout: Layout) -> [usize; 4] {
+    let to = |f: usize| {
+        let d =
+            i32::from_le_bytes([f, f + 1, f + 2, f + 3].map(|i| e.get(i).copied().unwrap_or(0)));
+        match d {
+            0 => 0,
+            d => (at + f).wrapping_add(d as isize as usize),
+        }
+    };
+    match layout {
+        Layout::Wide => [
+            field::PROVIDER,
+            field::NAME,
+            field::FUNCTION,
+            field::DEMANGLED,
+        ]
+        .map(to),
+        Layout::Compact => {
+            // The slot's name field, checked to be one of the fragment's by `place`.
+            let slot = to(compact::SLOT);
+            let name = bytes
+                .get(slot + 4..slot + 8)
+                .map(|d| i32::from_le_bytes([d[0], d[1], d[2], d[3]]))
+                .filter(|&d| d != 0)
+                .map_or(0, |d| (slot + 4).wrapping_add(d as isize as usize));
+            [name, 0, to(compact::FUNCTION), 0]
+        }
     }
 }
 
@@ -827,24 +929,18 @@ impl Sites<'_> {
             Ok(place) => place,
             Err(e) => return self.fail(e),
         };
-        let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-        let demangled = match self.layout {
-            Layout::Wide => word(field::DEMANGLED) as i32,
-            Layout::Compact => 0,
+        let func_offset = match self.layout {
+            Layout::Wide => le_u32(e, field::FUNC_OFFSET),
+            Layout::Compact => u32::from(le_u16(e, compact::FUNC_OFFSET)),
         };
         Some(Ok(SiteCore {
             entry: at,
             site: place.site,
             target: place.target,
-            func_offset: word(field::FUNC_OFFSET),
+            func_offset,
             kind: place.kind,
             form: place.form,
-            names: [
-                word(field::PROVIDER) as i32,
-                word(field::NAME) as i32,
-                word(field::FUNCTION) as i32,
-                demangled,
-            ],
+            strings: strings(self.bytes, at, e, self.layout),
             nops: place.nops,
             layout: self.layout,
         }))
@@ -860,7 +956,7 @@ impl Iterator for Sites<'_> {
             Err(e) => return Some(Err(e)),
         };
         let (bytes, base, at) = (self.bytes, self.base, core.entry);
-        let name = |f: usize| name_at(bytes, base, at, f);
+        let name = |which: Name| name_of(bytes, base, at, core.layout, which);
         let mut orig = [0u8; MAX_SITE_LEN];
         match core.layout {
             Layout::Wide => orig.copy_from_slice(&bytes[at + 28..at + 28 + MAX_SITE_LEN]),
@@ -872,10 +968,10 @@ impl Iterator for Sites<'_> {
         Some(Ok(Site {
             site: core.site,
             target: core.target,
-            provider: name(field::PROVIDER),
-            name: name(field::NAME),
-            function: name(field::FUNCTION),
-            demangled: demangled_at(bytes, base, at, core.layout),
+            provider: name(Name::Provider),
+            name: name(Name::Probe),
+            function: name(Name::Function),
+            demangled: name(Name::Demangled),
             func_offset: core.func_offset,
             kind: core.kind,
             form: core.form,
@@ -898,13 +994,13 @@ pub fn encode_header(version: u16, count: u32, size: u32) -> [u8; HEADER_SIZE] {
     h
 }
 
-/// The bytes of one entry of version 4 ([`CompactSite`]) with its site, target and name fields
-/// zero.
-pub fn encode_compact_entry(kind: Kind, form: Form, func_offset: u32) -> [u8; COMPACT_ENTRY_SIZE] {
+/// The bytes of one entry of version 4 ([`CompactSite`]) with its site, slot and function
+/// fields zero.
+pub fn encode_compact_entry(kind: Kind, form: Form, func_offset: u16) -> [u8; COMPACT_ENTRY_SIZE] {
     let mut e = [0u8; COMPACT_ENTRY_SIZE];
     e[compact::KIND] = kind as u8;
     e[compact::FORM] = form as u8;
-    e[field::FUNC_OFFSET..field::FUNC_OFFSET + 4].copy_from_slice(&func_offset.to_le_bytes());
+    e[compact::FUNC_OFFSET..compact::FUNC_OFFSET + 2].copy_from_slice(&func_offset.to_le_bytes());
     e
 }
 
@@ -924,19 +1020,23 @@ pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u
     e
 }
 
-/// Byte offsets of the fields of a [`CompactSite`] that a [`RawSite`] has elsewhere or wider.
+/// Byte offsets of the fields of a [`CompactSite`].
 pub mod compact {
-    /// [`super::CompactSite::target`], 16 bits.
-    pub const TARGET: usize = 4;
+    /// [`super::CompactSite::site`].
+    pub const SITE: usize = 0;
+    /// [`super::CompactSite::slot`].
+    pub const SLOT: usize = 4;
+    /// [`super::CompactSite::function`].
+    pub const FUNCTION: usize = 8;
+    /// [`super::CompactSite::func_offset`], 16 bits.
+    pub const FUNC_OFFSET: usize = 12;
     /// [`super::CompactSite::kind`].
-    pub const KIND: usize = 6;
+    pub const KIND: usize = 14;
     /// [`super::CompactSite::form`].
-    pub const FORM: usize = 7;
+    pub const FORM: usize = 15;
 }
 
-/// Byte offsets of the fields inside an entry: all of them for a [`super::RawSite`], and those a
-/// [`super::CompactSite`] has at the same place (all but [`DEMANGLED`], with a narrower
-/// [`TARGET`]: see [`super::compact`]).
+/// Byte offsets of the fields of a [`RawSite`] (versions 1 to 3).
 pub mod field {
     /// [`super::RawSite::site`].
     pub const SITE: usize = 0;
@@ -950,7 +1050,9 @@ pub mod field {
     pub const FUNCTION: usize = 16;
     /// [`super::RawSite::func_offset`].
     pub const FUNC_OFFSET: usize = 20;
-    /// [`super::RawSite::demangled`] (a [`super::CompactSite`] has none).
+    /// [`super::RawSite::kind`], [`super::RawSite::form`] after it.
+    pub const KIND: usize = 24;
+    /// [`super::RawSite::demangled`].
     pub const DEMANGLED: usize = 36;
 }
 
@@ -1165,61 +1267,51 @@ mod tests {
                 found,
                 [site.provider, site.name, site.function, site.demangled]
             );
-            assert_eq!(core.names.map(|d| d != 0), names.map(|at| at != 0));
+            assert_eq!(core.strings, names);
         }
         // An entry past the table has no names.
         assert_eq!(name_at(&buf, base, buf.len() - 8, field::NAME), None);
     }
 
     /// A version 4 fragment (compact entries) beside a version 3 one: sites and targets through
-    /// the 16-bit slot index, kind, form and offset, the names from the entry alone, the
-    /// demangled name after the function's (none when empty), the instruction as compiled from
-    /// the form; a slot index past the slots is a bad entry.
+    /// the slots the entries point at, kind, form and offset; the probe's provider and name, or
+    /// the hook's, from the slot; the function's name from the entry and its demangled name
+    /// after it (none when empty); the instruction as compiled from the form; a slot pointer
+    /// that is not one of the fragment's slots is a bad entry.
     #[test]
     fn compact_entries_read_as_wide_ones() {
-        let names = b"app\0start\0_Z3fooi\0foo(int)\0bar\0\0";
-        let v4 = (entries_at(2) + 2 * COMPACT_ENTRY_SIZE + names.len()).next_multiple_of(8);
+        let names = b"app\0start\0_Z3fooi\0foo(int)\0bar\0\0__fentry__\0";
+        let layout = Layout::Compact;
+        let pool = layout.entries_at(2) + 2 * COMPACT_ENTRY_SIZE;
+        let v4 = (pool + names.len()).next_multiple_of(8);
         let v3 = entries_at(1) + ENTRY_SIZE + 8;
         let mut buf = std::vec![0u8; v4 + v3];
         buf[..HEADER_SIZE].copy_from_slice(&encode_header(VERSION, 2, v4 as u32));
-        assert_eq!(
-            u16::from_le_bytes([buf[6], buf[7]]),
-            COMPACT_ENTRY_SIZE as u16
-        );
-        buf[TEXT_FIELD..TEXT_FIELD + 4].copy_from_slice(&(-0x100i32).to_le_bytes());
+        assert_eq!(le_u16(&buf, 6), COMPACT_ENTRY_SIZE as u16);
+        fn put(buf: &mut [u8], at: usize, to: i64) {
+            let d = (to - at as i64) as i32;
+            buf[at..at + 4].copy_from_slice(&d.to_le_bytes());
+        }
+        put(&mut buf, TEXT_FIELD, TEXT_FIELD as i64 - 0x100);
         buf[TEXT_FIELD + 4..TEXT_FIELD + 8].copy_from_slice(&2u32.to_le_bytes());
-        buf[TARGETS_AT..TARGETS_AT + 4].copy_from_slice(&(-0x40i32).to_le_bytes());
-        buf[TARGETS_AT + 4..TARGETS_AT + 8].copy_from_slice(&(-0x80i32).to_le_bytes());
-        let pool = entries_at(2) + 2 * COMPACT_ENTRY_SIZE;
-        buf[pool..pool + names.len()].copy_from_slice(names);
+        // Slot 0: the probe's stub, named app:start; slot 1: __fentry__'s.
+        put(&mut buf, TARGETS_AT, TARGETS_AT as i64 - 0x40);
+        put(&mut buf, TARGETS_AT + 4, pool as i64);
+        put(&mut buf, TARGETS_AT + 8, TARGETS_AT as i64 + 8 - 0x80);
+        put(&mut buf, TARGETS_AT + 12, pool as i64 + 32);
         let entries = [
             // A probe in a C++ function, then a hook in a C one.
-            (
-                Kind::Probe,
-                Form::JmpGot,
-                0x10u32,
-                1u16,
-                [pool, pool + 4, pool + 10],
-            ),
-            (
-                Kind::Fentry,
-                Form::CallRel32,
-                0x30,
-                0,
-                [0, pool + 4, pool + 28],
-            ),
+            (Kind::Probe, Form::JmpGot, 0x10u32, 0usize, pool + 10),
+            (Kind::Fentry, Form::CallRel32, 0x30, 1, pool + 27),
         ];
-        for (i, &(kind, form, offset, slot, names)) in entries.iter().enumerate() {
-            let e = entries_at(2) + i * COMPACT_ENTRY_SIZE;
+        for (i, &(kind, form, offset, slot, function)) in entries.iter().enumerate() {
+            let e = layout.entries_at(2) + i * COMPACT_ENTRY_SIZE;
             buf[e..e + COMPACT_ENTRY_SIZE].copy_from_slice(&encode_compact_entry(kind, form, 9));
             buf[e..e + 4].copy_from_slice(&offset.to_le_bytes());
-            buf[e + 4..e + 6].copy_from_slice(&slot.to_le_bytes());
-            let fields = [field::PROVIDER, field::NAME, field::FUNCTION];
-            for (f, to) in fields.into_iter().zip(names).filter(|&(_, to)| to != 0) {
-                let d = (to as i64 - (e + f) as i64) as i32;
-                buf[e + f..e + f + 4].copy_from_slice(&d.to_le_bytes());
-            }
+            put(&mut buf, e + compact::SLOT, (TARGETS_AT + 8 * slot) as i64);
+            put(&mut buf, e + compact::FUNCTION, function as i64);
         }
+        buf[pool..pool + names.len()].copy_from_slice(names);
         let v3_entry = v4 + entries_at(1);
         buf[v4..v4 + HEADER_SIZE].copy_from_slice(&encode_header(VERSION_3, 1, v3 as u32));
         buf[v4 + TEXT_FIELD + 4..v4 + TEXT_FIELD + 8].copy_from_slice(&1u32.to_le_bytes());
@@ -1231,70 +1323,63 @@ mod tests {
         let text = base + TEXT_FIELD as u64 - 0x100;
         let slots = base + TARGETS_AT as u64;
         let at = |o: usize| Some(base + o as u64);
+        let s = &all[0];
         assert_eq!(
-            (
-                all[0].site,
-                all[0].target,
-                all[0].kind,
-                all[0].form,
-                all[0].func_offset
-            ),
-            (text + 0x10, slots + 4 - 0x80, Kind::Probe, Form::JmpGot, 9)
+            (s.site, s.target, s.kind, s.form, s.func_offset),
+            (text + 0x10, slots - 0x40, Kind::Probe, Form::JmpGot, 9)
         );
         assert_eq!(
-            [
-                all[0].provider,
-                all[0].name,
-                all[0].function,
-                all[0].demangled
-            ],
+            [s.provider, s.name, s.function, s.demangled],
             [at(pool), at(pool + 4), at(pool + 10), at(pool + 18)]
         );
-        assert_eq!(&all[0].orig[..], &[0xff, 0x25, 0, 0, 0, 0, 0, 0]);
-        assert_eq!((all[1].site, all[1].target), (text + 0x30, slots - 0x40));
+        assert_eq!(&s.orig[..], &[0xff, 0x25, 0, 0, 0, 0, 0, 0]);
+        let s = &all[1];
+        assert_eq!((s.site, s.target), (text + 0x30, slots + 8 - 0x80));
         assert_eq!(
-            [
-                all[1].provider,
-                all[1].name,
-                all[1].function,
-                all[1].demangled
-            ],
-            [None, at(pool + 4), at(pool + 28), None]
+            [s.provider, s.name, s.function, s.demangled],
+            [None, at(pool + 32), at(pool + 27), None]
         );
-        assert_eq!(&all[1].orig[..], &[0xe8, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&s.orig[..], &[0xe8, 0, 0, 0, 0, 0, 0, 0]);
+        let s = &all[2];
         assert_eq!(
-            (all[2].kind, all[2].form, all[2].func_offset),
+            (s.kind, s.form, s.func_offset),
             (Kind::Fentry, Form::CallGot, 5)
         );
-        // The core the runtime keeps, and the demangled name found again from its entry.
+        // The core the runtime keeps: the strings to check, and the names found again from its
+        // entry.
         let mut it = sites(&buf, base);
         let cores: Vec<SiteCore> = core::iter::from_fn(|| it.next_core())
             .map(|c| c.unwrap())
             .collect();
         let layouts: Vec<Layout> = cores.iter().map(|c| c.layout).collect();
         assert_eq!(layouts, [Layout::Compact, Layout::Compact, Layout::Wide]);
+        assert_eq!(cores[0].strings, [pool, 0, pool + 10, 0]);
+        assert_eq!(cores[1].strings, [pool + 32, 0, pool + 27, 0]);
         for (core, site) in cores.iter().zip(&all) {
             assert_eq!(
                 (core.site, core.target, core.nops),
                 (site.site, site.target, Nops::Mov)
             );
+            let name = |which| name_of(&buf, base, core.entry, core.layout, which);
             assert_eq!(
-                demangled_at(&buf, base, core.entry, core.layout),
-                site.demangled
+                [Name::Provider, Name::Probe, Name::Function, Name::Demangled].map(name),
+                [site.provider, site.name, site.function, site.demangled]
             );
-            assert_eq!(core.names[3], 0);
         }
         // A demangled name that runs past the table is none.
         let cut = &buf[..pool + 20];
         assert_eq!(
-            demangled_at(cut, base, cores[0].entry, Layout::Compact),
+            name_of(cut, base, cores[0].entry, Layout::Compact, Name::Demangled),
             None
         );
-        // A slot index past the fragment's two slots is a bad entry.
-        buf[entries_at(2) + 4] = 2;
-        let mut it = sites(&buf, base);
-        assert_eq!(it.next(), Some(Err(TableError::BadEntry(entries_at(2)))));
-        assert_eq!(it.next(), None);
+        // A slot pointer between two slots, or past them, is a bad entry.
+        for wrong in [TARGETS_AT + 4, TARGETS_AT + 16] {
+            let e = layout.entries_at(2);
+            put(&mut buf, e + compact::SLOT, wrong as i64);
+            let mut it = sites(&buf, base);
+            assert_eq!(it.next(), Some(Err(TableError::BadEntry(e))));
+            assert_eq!(it.next(), None);
+        }
     }
 
     #[test]
