@@ -37,19 +37,42 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     let archives = gathered.archives;
     let codegen = gathered.codegen;
     let linker = known_linker(&line);
-    // Before the rewriting's threads: the driver gets a CPU to start on at once.
-    let early = (largest_object.unwrap_or(0) >= LARGE_OBJECT)
-        .then(|| start_early(&line, linker, runtime, &gathered, dir.path()))
-        .flatten();
-    if early.is_some() && line.options.verbose {
-        eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
-    }
     // The boundary checks made while GNU ld links, its one thread leaving the other CPUs free;
     // beside the rewriting for other linkers (lld's threads would share the CPUs with them, and
     // its long start leaves room beside the rewriting).
     let check_later = linker == Some(Linker::Bfd);
-    let mut rewrites =
-        rewrite::rewrite_inputs(&line, gathered, dir.path(), early.is_some(), check_later)?;
+    // A link with a large object starts beside the rewriting. With GNU ld, which waits for the
+    // rewriting, the rewriting's threads first, the link started from this thread meanwhile
+    // (its files written whole in case it does start); with another linker (lld: a long start,
+    // in which the rewriting hides), the link first, so that the driver gets a CPU at once.
+    let early_wanted = largest_object.unwrap_or(0) >= LARGE_OBJECT;
+    let start_link = || {
+        early_wanted
+            .then(|| start_early(&line, linker, runtime, &gathered, dir.path()))
+            .flatten()
+    };
+    let (early, rewritten) = if check_later && early_wanted {
+        std::thread::scope(|s| {
+            let rewriting = s.spawn(|| {
+                rewrite::rewrite_each(&line, &gathered, dir.path(), early_wanted, check_later)
+            });
+            let early = start_link();
+            let rewritten = rewriting.join();
+            (
+                early,
+                rewritten.unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            )
+        })
+    } else {
+        let early = start_link();
+        let whole = early.is_some();
+        let rewritten = rewrite::rewrite_each(&line, &gathered, dir.path(), whole, check_later);
+        (early, rewritten)
+    };
+    if early.is_some() && line.options.verbose {
+        eprintln!("bootprof-link: the link started beside the rewriting; its linker waits for bootprof's script");
+    }
+    let mut rewrites = rewrite::finish_rewrites(&line, gathered, rewritten)?;
     let scanned = start.elapsed();
     for note in &rewrites.notes {
         eprintln!("bootprof-link: {note}");

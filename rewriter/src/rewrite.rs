@@ -247,7 +247,7 @@ struct GuardCall {
 
 /// The outcome of rewriting one input.
 #[derive(Default)]
-struct Done {
+pub(crate) struct Done {
     replacement: Option<PathBuf>,
     /// The names of the probe symbols referenced and defined, one after another: a buffer for
     /// them all, not one allocation a name (thousands, most of them looked at once).
@@ -480,13 +480,36 @@ pub fn rewrite_inputs(
     whole: bool,
     check_later: bool,
 ) -> Result<Rewrites> {
-    let mut dones = Vec::with_capacity(gathered.inputs.len());
+    let dones = rewrite_each(line, &gathered, dir, whole, check_later);
+    finish_rewrites(line, gathered, dones)
+}
+
+/// The first half of [`rewrite_inputs`], which borrows `gathered` (so that the link can be
+/// started from it meanwhile): each input rewritten, or why not.
+pub(crate) fn rewrite_each(
+    line: &LinkLine,
+    gathered: &Gathered,
+    dir: &Path,
+    whole: bool,
+    check_later: bool,
+) -> Vec<Result<Done>> {
     let how = How {
         verbose: line.options.verbose,
         whole,
         check_later,
     };
-    for result in rewrite_all(&gathered.inputs, dir, how) {
+    rewrite_all(&gathered.inputs, dir, how)
+}
+
+/// The second half of [`rewrite_inputs`]: the first error, or the rewrites of `gathered` from
+/// what [`rewrite_each`] did.
+pub(crate) fn finish_rewrites(
+    line: &LinkLine,
+    gathered: Gathered,
+    results: Vec<Result<Done>>,
+) -> Result<Rewrites> {
+    let mut dones = Vec::with_capacity(results.len());
+    for result in results {
         let mut done = result?;
         if let Some(n) = done.live.take() {
             return Err(live_reference(n));
