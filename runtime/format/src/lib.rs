@@ -675,52 +675,80 @@ impl<'a> Sites<'a> {
     /// target resolved (through the fragment's slots from version 2 on, the slot index checked).
     #[inline]
     fn place(&self, at: usize, e: &[u8]) -> Result<Place, TableError> {
-        let (kind, form) = match self.layout {
-            Layout::Wide => (e[field::KIND], e[field::KIND + 1]),
-            Layout::Compact => (e[compact::KIND], e[compact::FORM]),
-        };
-        let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
-            return Err(TableError::BadEntry(at));
-        };
+        self.place_and_slot(at, e).map(|(place, _)| place)
+    }
+
+    /// [`Sites::place`], and where the name of a [`Layout::Compact`] entry's slot is in the table
+    /// (0 for none, and for other entries).
+    #[inline(always)]
+    fn place_and_slot(&self, at: usize, e: &[u8]) -> Result<(Place, usize), TableError> {
+        let bad = TableError::BadEntry(at);
         let base = self.base;
-        let (site, target) = match self.shared {
-            None => (
-                rel(e, field::SITE, base, at).unwrap_or(base + at as u64),
-                rel(e, field::TARGET, base, at).unwrap_or(0),
-            ),
-            Some(shared) => {
-                let word = |f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
-                let slot = match self.layout {
-                    Layout::Wide if word(field::TARGET) < shared.count => {
-                        shared.targets + 4 * word(field::TARGET) as usize
-                    }
-                    Layout::Compact => {
-                        // One of the fragment's slots, at its start.
-                        let d = word(compact::SLOT) as i32 as isize as usize;
-                        let slot = (at + compact::SLOT).wrapping_add(d);
-                        let index = slot.wrapping_sub(shared.targets);
-                        if index % 8 != 0 || index / 8 >= shared.count as usize {
-                            return Err(TableError::BadEntry(at));
-                        }
-                        slot
-                    }
-                    Layout::Wide => return Err(TableError::BadEntry(at)),
+        let word = |e: &[u8], f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
+        let (kind, form, site, slot) = match (self.layout, self.shared) {
+            (Layout::Compact, Some(shared)) => {
+                let e: &[u8; COMPACT_ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
+                // One of the fragment's slots, at its start.
+                let d = word(e, compact::SLOT) as i32 as isize as usize;
+                let slot = (at + compact::SLOT).wrapping_add(d);
+                let index = slot.wrapping_sub(shared.targets);
+                if index % 8 != 0 || index / 8 >= shared.count as usize {
+                    return Err(bad);
+                }
+                let site = shared.text.wrapping_add(word(e, compact::SITE) as u64);
+                (e[compact::KIND], e[compact::FORM], site, slot)
+            }
+            (Layout::Wide, Some(shared)) => {
+                let e: &[u8; ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
+                let index = word(e, field::TARGET);
+                if index >= shared.count {
+                    return Err(bad);
+                }
+                let slot = shared.targets + 4 * index as usize;
+                let site = shared.text.wrapping_add(word(e, field::SITE) as u64);
+                (e[field::KIND], e[field::KIND + 1], site, slot)
+            }
+            (_, None) => {
+                let (kind, form) = (e[field::KIND], e[field::KIND + 1]);
+                let site = rel(e, field::SITE, base, at).unwrap_or(base + at as u64);
+                let target = rel(e, field::TARGET, base, at).unwrap_or(0);
+                let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
+                    return Err(bad);
                 };
-                let Some(d) = self.bytes.get(slot..slot + 4) else {
-                    return Err(TableError::BadEntry(at));
+                let nops = self.nops;
+                let place = Place {
+                    site,
+                    target,
+                    kind,
+                    form,
+                    nops,
                 };
-                let distance = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64 as u64;
-                let target = (base + slot as u64).wrapping_add(distance);
-                (shared.text.wrapping_add(word(field::SITE) as u64), target)
+                return Ok((place, 0));
             }
         };
-        Ok(Place {
+        let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
+            return Err(bad);
+        };
+        // A slot of version 4: its target, then its name; of versions 2 and 3, its target.
+        let Some(d) = self.bytes.get(slot..slot + 8) else {
+            return Err(bad);
+        };
+        let distance = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64 as u64;
+        let target = (base + slot as u64).wrapping_add(distance);
+        let name = match i32::from_le_bytes([d[4], d[5], d[6], d[7]]) {
+            _ if self.layout == Layout::Wide => 0,
+            0 => 0,
+            n => (slot + 4).wrapping_add(n as isize as usize),
+        };
+        let nops = self.nops;
+        let place = Place {
             site,
             target,
             kind,
             form,
-            nops: self.nops,
-        })
+            nops,
+        };
+        Ok((place, name))
     }
 
     /// The name pool of the fragment the last site came from, as offsets into the table: what
@@ -885,38 +913,6 @@ pub fn name_of(bytes: &[u8], base: u64, entry: usize, layout: Layout, which: Nam
     }
 }
 
-/// The offsets in the table of the strings the entry `e` at offset `at`, laid out as `layout`,
-/// points at (0 for none): see [`SiteCore::strings`].
-fn strings(bytes: &[u8], at: usize, e: &[u8], layout: Layout) -> [usize; 4] {
-    let to = |f: usize| {
-        let d =
-            i32::from_le_bytes([f, f + 1, f + 2, f + 3].map(|i| e.get(i).copied().unwrap_or(0)));
-        match d {
-            0 => 0,
-            d => (at + f).wrapping_add(d as isize as usize),
-        }
-    };
-    match layout {
-        Layout::Wide => [
-            field::PROVIDER,
-            field::NAME,
-            field::FUNCTION,
-            field::DEMANGLED,
-        ]
-        .map(to),
-        Layout::Compact => {
-            // The slot's name field, checked to be one of the fragment's by `place`.
-            let slot = to(compact::SLOT);
-            let name = bytes
-                .get(slot + 4..slot + 8)
-                .map(|d| i32::from_le_bytes([d[0], d[1], d[2], d[3]]))
-                .filter(|&d| d != 0)
-                .map_or(0, |d| (slot + 4).wrapping_add(d as isize as usize));
-            [name, 0, to(compact::FUNCTION), 0]
-        }
-    }
-}
-
 impl Sites<'_> {
     /// The next site's [`SiteCore`]: as [`Iterator::next`], without reading its names.
     #[inline]
@@ -925,13 +921,31 @@ impl Sites<'_> {
             Ok(entry) => entry,
             Err(e) => return self.fail(e),
         };
-        let place = match self.place(at, e) {
-            Ok(place) => place,
+        let (place, name) = match self.place_and_slot(at, e) {
+            Ok(found) => found,
             Err(e) => return self.fail(e),
         };
-        let func_offset = match self.layout {
-            Layout::Wide => le_u32(e, field::FUNC_OFFSET),
-            Layout::Compact => u32::from(le_u16(e, compact::FUNC_OFFSET)),
+        // The table offset a name field at `f` (its distance `d`) points at, 0 for none.
+        let to = |f: usize, d: u32| match d {
+            0 => 0,
+            d => (at + f).wrapping_add(d as i32 as isize as usize),
+        };
+        let word = |f: usize| le_u32(e, f);
+        let (func_offset, strings) = match self.layout {
+            Layout::Compact => {
+                let function = to(compact::FUNCTION, word(compact::FUNCTION));
+                let func_offset = u32::from(le_u16(e, compact::FUNC_OFFSET));
+                (func_offset, [name, 0, function, 0])
+            }
+            Layout::Wide => {
+                let fields = [
+                    field::PROVIDER,
+                    field::NAME,
+                    field::FUNCTION,
+                    field::DEMANGLED,
+                ];
+                (word(field::FUNC_OFFSET), fields.map(|f| to(f, word(f))))
+            }
         };
         Some(Ok(SiteCore {
             entry: at,
@@ -940,7 +954,7 @@ impl Sites<'_> {
             func_offset,
             kind: place.kind,
             form: place.form,
-            strings: strings(self.bytes, at, e, self.layout),
+            strings,
             nops: place.nops,
             layout: self.layout,
         }))
