@@ -186,6 +186,34 @@ impl<'a> Pool<'a> {
         *self.at.entry(name).or_insert_with(|| append(bytes, name))
     }
 
+    /// Where the names of `function` are in the pool: its own, and for a wide entry its
+    /// demangled name's (a compact entry finds that after the function's own, empty for a name
+    /// that is not mangled). `last` is the function of the run of sites before, whose names
+    /// are where they were.
+    fn function(
+        &mut self,
+        function: &'a [u8],
+        layout: Layout,
+        last: &mut Option<LastFunction<'a>>,
+    ) -> (usize, Option<usize>) {
+        if let Some((_, at, demangled)) = last.filter(|l| same_place(l.0, function)) {
+            return (at, demangled);
+        }
+        // Not interned: no other run of sites has this function.
+        let at = append(&mut self.bytes, function);
+        let demangled = demangled(function);
+        let demangled = match layout {
+            Layout::Wide => demangled.map(|d| append(&mut self.bytes, d.as_bytes())),
+            Layout::Compact => {
+                let d = demangled.as_deref().unwrap_or_default();
+                append(&mut self.bytes, d.as_bytes());
+                None
+            }
+        };
+        *last = Some((function, at, demangled));
+        (at, demangled)
+    }
+
     /// The offset in the pool of the name of what calls to `symbol` call, appended when it is
     /// not there yet: a probe's provider and name, one after the other, or the hook's name.
     fn intern_named(&mut self, symbol: &'a [u8]) -> usize {
@@ -302,7 +330,7 @@ fn fragment(
     // once, and a probe's are looked up once per run of its sites. A run is told by its name's
     // place in the object's string table, where its symbol's name is (two symbols of one name
     // only write it twice), not by comparing the names.
-    let mut last_function: Option<(&[u8], usize, Option<usize>)> = None;
+    let mut last_function: Option<LastFunction<'_>> = None;
     // The last two symbols: a function's entry and exit hooks take turns.
     let mut recent_symbols: [Option<Named<'_>>; 2] = [None; 2];
     for (i, (s, &slot)) in list.iter().zip(&slots).enumerate() {
@@ -358,26 +386,7 @@ fn fragment(
             }
         };
         if !s.function.is_empty() {
-            let (function, demangled) = match last_function.filter(|l| same_place(l.0, s.function))
-            {
-                Some((_, function, demangled)) => (function, demangled),
-                // Not interned: no other run of sites has this function. A compact entry finds
-                // the demangled name after the function's, empty for a name not mangled.
-                None => {
-                    let function = append(&mut pool.bytes, s.function);
-                    let demangled = demangled(s.function);
-                    let demangled = match layout {
-                        Layout::Wide => demangled.map(|d| append(&mut pool.bytes, d.as_bytes())),
-                        Layout::Compact => {
-                            let d = demangled.as_deref().unwrap_or_default();
-                            append(&mut pool.bytes, d.as_bytes());
-                            None
-                        }
-                    };
-                    last_function = Some((s.function, function, demangled));
-                    (function, demangled)
-                }
-            };
+            let (function, demangled) = pool.function(s.function, layout, &mut last_function);
             set(&mut entry, function_field, function);
             if let Some(d) = demangled {
                 set(&mut entry, field::DEMANGLED, d);
@@ -392,6 +401,10 @@ fn fragment(
     bytes[..HEADER_SIZE].copy_from_slice(&header);
     Ok((bytes, relas))
 }
+
+/// A function's symbol (its bytes in the input), and where its name and (wide) its demangled
+/// name are in the pool.
+type LastFunction<'a> = (&'a [u8], usize, Option<usize>);
 
 /// A site's symbol (its bytes in the input), and where its provider (if a probe) and name are
 /// in the pool.

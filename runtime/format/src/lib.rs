@@ -281,6 +281,23 @@ const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 const _: () = assert!(core::mem::size_of::<RawSite>() == ENTRY_SIZE);
 const _: () = assert!(core::mem::size_of::<CompactSite>() == COMPACT_ENTRY_SIZE);
 const _: () = assert!(core::mem::size_of::<CompactSlot>() == 8);
+// The layouts are what tables on disk hold: the field offsets must not move.
+const _: () = assert!(
+    field::TARGET == 4
+        && field::PROVIDER == 8
+        && field::NAME == 12
+        && field::FUNCTION == 16
+        && field::FUNC_OFFSET == 20
+        && field::KIND == 24
+        && field::DEMANGLED == 36
+);
+const _: () = assert!(
+    compact::SLOT == 4
+        && compact::FUNCTION == 8
+        && compact::FUNC_OFFSET == 12
+        && compact::KIND == 14
+        && compact::FORM == 15
+);
 
 /// What a site is for.
 #[repr(u8)]
@@ -1034,40 +1051,44 @@ pub fn encode_entry(kind: Kind, form: Form, func_offset: u32, orig: &[u8]) -> [u
     e
 }
 
-/// Byte offsets of the fields of a [`CompactSite`].
+/// Byte offsets of the fields of a [`CompactSite`], from its definition.
 pub mod compact {
-    /// [`super::CompactSite::site`].
-    pub const SITE: usize = 0;
-    /// [`super::CompactSite::slot`].
-    pub const SLOT: usize = 4;
-    /// [`super::CompactSite::function`].
-    pub const FUNCTION: usize = 8;
-    /// [`super::CompactSite::func_offset`], 16 bits.
-    pub const FUNC_OFFSET: usize = 12;
-    /// [`super::CompactSite::kind`].
-    pub const KIND: usize = 14;
-    /// [`super::CompactSite::form`].
-    pub const FORM: usize = 15;
+    use super::CompactSite;
+    use core::mem::offset_of;
+    /// [`CompactSite::site`].
+    pub const SITE: usize = offset_of!(CompactSite, site);
+    /// [`CompactSite::slot`].
+    pub const SLOT: usize = offset_of!(CompactSite, slot);
+    /// [`CompactSite::function`].
+    pub const FUNCTION: usize = offset_of!(CompactSite, function);
+    /// [`CompactSite::func_offset`], 16 bits.
+    pub const FUNC_OFFSET: usize = offset_of!(CompactSite, func_offset);
+    /// [`CompactSite::kind`].
+    pub const KIND: usize = offset_of!(CompactSite, kind);
+    /// [`CompactSite::form`].
+    pub const FORM: usize = offset_of!(CompactSite, form);
 }
 
-/// Byte offsets of the fields of a [`RawSite`] (versions 1 to 3).
+/// Byte offsets of the fields of a [`RawSite`] (versions 1 to 3), from its definition.
 pub mod field {
-    /// [`super::RawSite::site`].
-    pub const SITE: usize = 0;
-    /// [`super::RawSite::target`].
-    pub const TARGET: usize = 4;
-    /// [`super::RawSite::provider`].
-    pub const PROVIDER: usize = 8;
-    /// [`super::RawSite::name`].
-    pub const NAME: usize = 12;
-    /// [`super::RawSite::function`].
-    pub const FUNCTION: usize = 16;
-    /// [`super::RawSite::func_offset`].
-    pub const FUNC_OFFSET: usize = 20;
-    /// [`super::RawSite::kind`], [`super::RawSite::form`] after it.
-    pub const KIND: usize = 24;
-    /// [`super::RawSite::demangled`].
-    pub const DEMANGLED: usize = 36;
+    use super::RawSite;
+    use core::mem::offset_of;
+    /// [`RawSite::site`].
+    pub const SITE: usize = offset_of!(RawSite, site);
+    /// [`RawSite::target`].
+    pub const TARGET: usize = offset_of!(RawSite, target);
+    /// [`RawSite::provider`].
+    pub const PROVIDER: usize = offset_of!(RawSite, provider);
+    /// [`RawSite::name`].
+    pub const NAME: usize = offset_of!(RawSite, name);
+    /// [`RawSite::function`].
+    pub const FUNCTION: usize = offset_of!(RawSite, function);
+    /// [`RawSite::func_offset`].
+    pub const FUNC_OFFSET: usize = offset_of!(RawSite, func_offset);
+    /// [`RawSite::kind`], [`RawSite::form`] after it.
+    pub const KIND: usize = offset_of!(RawSite, kind);
+    /// [`RawSite::demangled`].
+    pub const DEMANGLED: usize = offset_of!(RawSite, demangled);
 }
 
 #[cfg(test)]
