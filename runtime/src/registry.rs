@@ -213,16 +213,9 @@ fn site_rec(
     hook_records: &[u8; 8],
 ) -> SiteRec {
     let bytes = table.bytes;
-    let base = bytes.as_ptr() as u64;
-    let name = |which| site::name_at(format::name_of(bytes, base, site.entry, site.layout, which));
     // A probe's record kind and a site's latency role depend on its names: only then are they
     // read (a hook's record kind is its kind's).
-    let names = || site::Names {
-        provider: name(format::Name::Provider),
-        name: name(format::Name::Probe),
-        function: name(format::Name::Function),
-        demangled: name(format::Name::Demangled),
-    };
+    let names = || site::Names::of_entry(bytes, site.entry, site.layout);
     let named = (!site.kind.is_hook() || latency).then(names);
     let rec_kind = match &named {
         Some(n) => format::trace::record_kind(site.kind, n.provider, n.name).map_or(0, |k| k as u8),

@@ -110,6 +110,21 @@ pub struct Names {
     pub demangled: &'static str,
 }
 
+impl Names {
+    /// The names of the entry at offset `entry` of the loaded table `bytes`, laid out as
+    /// `layout`.
+    pub(crate) fn of_entry(bytes: &'static [u8], entry: usize, layout: Layout) -> Names {
+        let base = bytes.as_ptr() as u64;
+        let name = |which| name_at(bootprof_format::name_of(bytes, base, entry, layout, which));
+        Names {
+            provider: name(NameOf::Provider),
+            name: name(NameOf::Probe),
+            function: name(NameOf::Function),
+            demangled: name(NameOf::Demangled),
+        }
+    }
+}
+
 /// A table read into the registry, as its sites refer to it: its bytes (where their names are)
 /// and their profile points.
 pub struct TableInfo {
@@ -205,12 +220,7 @@ impl SiteRec {
 
     /// Its names, read from its entry.
     pub fn names(&self) -> Names {
-        Names {
-            provider: self.name(NameOf::Provider),
-            name: self.name(NameOf::Probe),
-            function: self.name(NameOf::Function),
-            demangled: self.name(NameOf::Demangled),
-        }
+        Names::of_entry(self.table.bytes, self.entry as usize, self.layout)
     }
 
     /// Provider (empty for hooks).
