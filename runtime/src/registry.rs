@@ -52,12 +52,14 @@ impl From<PatternError> for Error {
 /// a copy of the table describes the sites in a lane. Checked without reading most names: each
 /// fragment's name pool (`format::Sites::pool`) is checked once, as valid UTF-8 ending in a NUL,
 /// and a name's address against the pool of its fragment; a name elsewhere (a hook's name, which
-/// the rewriter may keep in one fragment for all) is read, once for each address in a row.
+/// the rewriter may keep in one fragment for all) is read. A name at an address checked for
+/// one of the two sites before is not checked again (a function's sites share its name, and
+/// its entry and exit hooks take turns with two slot names).
 struct InTable {
     pool: core::ops::Range<usize>,
     pool_ok: bool,
-    /// The last name outside its fragment's pool checked, for each of the four names.
-    outside: [usize; 4],
+    /// The last two addresses checked, for each of the four names.
+    seen: [[usize; 2]; 4],
     all: bool,
 }
 
@@ -66,7 +68,7 @@ impl InTable {
         InTable {
             pool: 0..0,
             pool_ok: false,
-            outside: [usize::MAX; 4],
+            seen: [[usize::MAX; 2]; 4],
             all: true,
         }
     }
@@ -85,15 +87,16 @@ impl InTable {
     #[inline]
     fn check(&mut self, table: &[u8], site: &format::SiteCore) {
         for (i, at) in site.strings.into_iter().enumerate() {
-            if at == 0 {
+            let seen = &mut self.seen[i];
+            if at == 0 || seen.contains(&at) {
                 continue;
             }
+            *seen = [at, seen[0]];
             let in_pool = self.pool_ok
                 && self.pool.contains(&at)
                 && table.get(at).is_some_and(|&b| (b as i8) >= -0x40);
-            if !in_pool && at != self.outside[i] {
+            if !in_pool {
                 self.all &= string_at(table, at);
-                self.outside[i] = at;
             }
         }
     }
