@@ -1,5 +1,5 @@
 //! Rewrite: runs scan -> patch -> emit on one object ([`rewrite_object`], the unit the fuzz
-//! target drives), and on every input [`gather`](crate::gather) handed on ([`rewrite_inputs`]):
+//! target drives), and on every input [`gather`](crate::gather) handed on (`rewrite_each`, `finish_rewrites`):
 //! objects in parallel, archives member by member, each changed input written to the private
 //! directory. Hands on the link line with the rewritten inputs in place, and what the inputs
 //! reference (for `stubs`).
@@ -222,7 +222,7 @@ pub struct Rewrites {
     pub walks_stacks: bool,
     /// Lines for `--verbose`, in input order.
     pub notes: Vec<String>,
-    /// The instruction-boundary checks left for [`check_later`] (see [`rewrite_inputs`]).
+    /// The instruction-boundary checks left for [`check_later`] (see `rewrite_each`).
     pub later: Vec<LaterChecks>,
 }
 
@@ -432,7 +432,7 @@ pub(crate) fn write_file(
         })
 }
 
-/// How [`rewrite_inputs`] rewrites each input.
+/// How [`rewrite_each`] rewrites each input.
 #[derive(Clone, Copy)]
 struct How {
     /// `--verbose`: notes of what was found.
@@ -472,20 +472,9 @@ fn rewrite_all(inputs: &[Input], dir: &Path, how: How) -> Vec<Result<Done>> {
 /// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
 /// `write_file`) for a link already started. With `check_later`, the instruction-boundary
 /// checks of objects' large sections are left in [`Rewrites::later`]: the caller makes them
-/// ([`check_later`]) before it uses anything linked from these inputs.
-pub fn rewrite_inputs(
-    line: &LinkLine,
-    gathered: Gathered,
-    dir: &Path,
-    whole: bool,
-    check_later: bool,
-) -> Result<Rewrites> {
-    let dones = rewrite_each(line, &gathered, dir, whole, check_later);
-    finish_rewrites(line, gathered, dones)
-}
-
-/// The first half of [`rewrite_inputs`], which borrows `gathered` (so that the link can be
-/// started from it meanwhile): each input rewritten, or why not.
+/// ([`check_later`]) before it uses anything linked from these inputs. It borrows `gathered`,
+/// so that the link can be started from it meanwhile; [`finish_rewrites`] hands on the
+/// [`Rewrites`]. Each input rewritten, or why not.
 pub(crate) fn rewrite_each(
     line: &LinkLine,
     gathered: &Gathered,
@@ -501,8 +490,7 @@ pub(crate) fn rewrite_each(
     rewrite_all(&gathered.inputs, dir, how)
 }
 
-/// The second half of [`rewrite_inputs`]: the first error, or the rewrites of `gathered` from
-/// what [`rewrite_each`] did.
+/// The first error of what [`rewrite_each`] did, or the rewrites of `gathered`.
 pub(crate) fn finish_rewrites(
     line: &LinkLine,
     gathered: Gathered,
@@ -519,7 +507,7 @@ pub(crate) fn finish_rewrites(
     combine(line, gathered, dones)
 }
 
-/// What [`rewrite_inputs`] will hand on, foreseen from the inputs' symbol tables alone (each
+/// What `finish_rewrites` will hand on, foreseen from the inputs' symbol tables alone (each
 /// object mapped for this, only its symbols read): the link line and the probe symbols to stub
 /// are known before any code is read, so that the link can start while the rewriting runs.
 /// `None` where that cannot be told so: an archive among the inputs (its

@@ -692,37 +692,36 @@ impl<'a> Sites<'a> {
     /// target resolved (through the fragment's slots from version 2 on, the slot index checked).
     #[inline]
     fn place(&self, at: usize, e: &[u8]) -> Result<Place, TableError> {
-        self.place_and_slot(at, e).map(|(place, _)| place)
+        self.place_and_name(at, e).map(|(place, _)| place)
     }
 
     /// [`Sites::place`], and where the name of a [`Layout::Compact`] entry's slot is in the table
     /// (0 for none, and for other entries).
     #[inline(always)]
-    fn place_and_slot(&self, at: usize, e: &[u8]) -> Result<(Place, usize), TableError> {
+    fn place_and_name(&self, at: usize, e: &[u8]) -> Result<(Place, usize), TableError> {
         let bad = TableError::BadEntry(at);
         let base = self.base;
-        let word = |e: &[u8], f: usize| u32::from_le_bytes([e[f], e[f + 1], e[f + 2], e[f + 3]]);
+        // The slot, from version 2 on: checked to be one of the fragment's.
         let (kind, form, site, slot) = match (self.layout, self.shared) {
             (Layout::Compact, Some(shared)) => {
                 let e: &[u8; COMPACT_ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
-                // One of the fragment's slots, at its start.
-                let d = word(e, compact::SLOT) as i32 as isize as usize;
+                let d = le_u32(e, compact::SLOT) as i32 as isize as usize;
                 let slot = (at + compact::SLOT).wrapping_add(d);
                 let index = slot.wrapping_sub(shared.targets);
                 if index % 8 != 0 || index / 8 >= shared.count as usize {
                     return Err(bad);
                 }
-                let site = shared.text.wrapping_add(word(e, compact::SITE) as u64);
+                let site = shared.text.wrapping_add(le_u32(e, compact::SITE) as u64);
                 (e[compact::KIND], e[compact::FORM], site, slot)
             }
             (Layout::Wide, Some(shared)) => {
                 let e: &[u8; ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
-                let index = word(e, field::TARGET);
+                let index = le_u32(e, field::TARGET);
                 if index >= shared.count {
                     return Err(bad);
                 }
                 let slot = shared.targets + 4 * index as usize;
-                let site = shared.text.wrapping_add(word(e, field::SITE) as u64);
+                let site = shared.text.wrapping_add(le_u32(e, field::SITE) as u64);
                 (e[field::KIND], e[field::KIND + 1], site, slot)
             }
             (_, None) => {
@@ -938,7 +937,7 @@ impl Sites<'_> {
             Ok(entry) => entry,
             Err(e) => return self.fail(e),
         };
-        let (place, name) = match self.place_and_slot(at, e) {
+        let (place, name) = match self.place_and_name(at, e) {
             Ok(found) => found,
             Err(e) => return self.fail(e),
         };
