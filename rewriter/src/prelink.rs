@@ -216,3 +216,54 @@ pub fn run(cmd: &mut Command) -> Result<Vec<u8>, String> {
         Err(e) => Err(format!("cannot run `{shown}`: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file that is not a little-endian ELF64 object, or whose section headers or relocations
+    /// run past its end, is refused with its name and what is wrong; nothing is written.
+    #[test]
+    fn drop_none_relocations_refuses_what_is_not_an_elf64_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("notes.txt");
+        std::fs::write(&text, b"not an object").unwrap();
+        let e = drop_none_relocations(&text).unwrap_err();
+        assert!(
+            e.contains("notes.txt") && e.contains("not a little-endian ELF64"),
+            "{e}"
+        );
+        // An ELF64 header whose section header table lies past the end of the file.
+        let mut header = vec![0u8; 64];
+        header[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        header[0x28..0x30].copy_from_slice(&4096u64.to_le_bytes());
+        header[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        header[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+        let cut = dir.path().join("cut.o");
+        std::fs::write(&cut, &header).unwrap();
+        let e = drop_none_relocations(&cut).unwrap_err();
+        assert!(
+            e.contains("cut.o") && e.contains("section header 0 is truncated"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&cut).unwrap(), header);
+        // A relocation section whose bytes run past the end of the file.
+        let mut object = header.clone();
+        object[0x28..0x30].copy_from_slice(&64u64.to_le_bytes());
+        object[0x3c..0x3e].copy_from_slice(&1u16.to_le_bytes());
+        let mut rela = [0u8; 64];
+        rela[4..8].copy_from_slice(&4u32.to_le_bytes()); // SHT_RELA
+        rela[0x18..0x20].copy_from_slice(&128u64.to_le_bytes());
+        rela[0x20..0x28].copy_from_slice(&48u64.to_le_bytes());
+        rela[0x38..0x40].copy_from_slice(&24u64.to_le_bytes());
+        object.extend_from_slice(&rela);
+        let past = dir.path().join("past.o");
+        std::fs::write(&past, &object).unwrap();
+        let e = drop_none_relocations(&past).unwrap_err();
+        assert!(
+            e.contains("past.o") && e.contains("section 0 runs past the file"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&past).unwrap(), object);
+    }
+}
