@@ -84,7 +84,7 @@ impl InTable {
 
     /// Checks the names of `site`: each one starts in its fragment's pool at a character's
     /// first byte (so it runs to a NUL inside the pool), or is a string elsewhere in the table.
-    #[inline]
+    #[inline(always)]
     fn check(&mut self, table: &[u8], site: &format::SiteCore) {
         for (i, at) in site.strings.into_iter().enumerate() {
             let seen = &mut self.seen[i];
@@ -137,46 +137,51 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     let first_id = NEXT_ID.load(Ordering::Relaxed);
     // Room for a record an entry, never freed (a site may be hit as long as the process runs).
     let room = crate::sys::lasting_room::<SiteRec>(bytes.len() / format::COMPACT_ENTRY_SIZE);
-    let mut len = 0;
     // The records point at the table's info, made before them: its count of sites (for the
     // profile points) is the room's, an upper bound.
     let info = site::TableInfo::leak(bytes, first_id, room.len());
-    let mut in_table = InTable::new();
-    let mut lookup = site::LookupBuilder::new(room.len());
-    let latency = crate::latency::wanted();
-    // What a hook's hit records depends on its kind alone.
-    let hook_records: [u8; 8] = core::array::from_fn(|k| {
-        let kind = format::Kind::from_u8(k as u8);
-        let rec = kind.and_then(|k| format::trace::record_kind(k, "", ""));
-        rec.map_or(0, |r| r as u8)
-    });
+    let mut reading = Reading {
+        bytes,
+        first_id,
+        info,
+        in_table: InTable::new(),
+        lookup: site::LookupBuilder::new(room.len()),
+        latency: crate::latency::wanted(),
+        // What a hook's hit records depends on its kind alone.
+        hook_records: core::array::from_fn(|k| {
+            let kind = format::Kind::from_u8(k as u8);
+            let rec = kind.and_then(|k| format::trace::record_kind(k, "", ""));
+            rec.map_or(0, |r| r as u8)
+        }),
+        room,
+        len: 0,
+    };
     let mut sites = format::sites(bytes, start as u64);
-    while let Some(site) = sites.next_core() {
-        let site = match site {
-            Ok(site) => site,
+    while let Some(run) = sites.next_run() {
+        let run = match run {
+            Ok(run) => run,
             Err(e) => {
-                // A version this runtime does not know says so: a newer bootprof-link wrote it.
-                note(&format!("ignoring the site table at {start:#x}: {e}"));
+                reading.refuse(e);
                 break;
             }
         };
-        // A fragment's entries come before its pool, and the next fragment after it.
-        if site.entry >= in_table.pool.end {
-            in_table.set_pool(bytes, sites.pool());
+        reading.in_table.set_pool(bytes, run.pool());
+        // A loop for each layout: the compact one's reads test no layout.
+        let whole = match run.compact() {
+            Some(compact) => (0..run.len()).all(|i| reading.take(compact.core(i))),
+            None => (0..run.len()).all(|i| reading.take(run.core(i))),
+        };
+        if !whole {
+            break;
         }
-        in_table.check(bytes, &site);
-        lookup.push(site.site, site.form.is_tail());
-        // Every entry takes at least COMPACT_ENTRY_SIZE bytes of the table: the room has one
-        // for each.
-        room[len].write(site_rec(
-            first_id + len as u32,
-            info,
-            &site,
-            latency,
-            &hook_records,
-        ));
-        len += 1;
     }
+    let Reading {
+        room,
+        len,
+        in_table,
+        lookup,
+        ..
+    } = reading;
     // Ids are never reused, even after an object is unloaded.
     NEXT_ID.store(first_id + len as u32, Ordering::Relaxed);
     // SAFETY: the first `len` records were written above, and the room is never freed.
@@ -203,6 +208,57 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
     reg.tables.push(table);
     site::publish(&reg.tables);
     crate::recorder::describe_table(reg.tables.last().expect("just pushed"));
+}
+
+/// What [`read_table`] keeps while it reads a table's entries.
+struct Reading {
+    bytes: &'static [u8],
+    first_id: u32,
+    info: &'static site::TableInfo,
+    in_table: InTable,
+    lookup: site::LookupBuilder,
+    latency: bool,
+    hook_records: [u8; 8],
+    /// Room for a record an entry; the first `len` are written.
+    room: &'static mut [core::mem::MaybeUninit<SiteRec>],
+    len: usize,
+}
+
+impl Reading {
+    /// Takes the next entry's site: its record written, its address in the lookup, its names
+    /// checked. False (and a note) for an entry that cannot be read: the sites before it are
+    /// kept.
+    #[inline(always)]
+    fn take(&mut self, site: Result<format::SiteCore, format::TableError>) -> bool {
+        let site = match site {
+            Ok(site) => site,
+            Err(e) => {
+                self.refuse(e);
+                return false;
+            }
+        };
+        self.in_table.check(self.bytes, &site);
+        self.lookup.push(site.site, site.form.is_tail());
+        // Every entry takes at least COMPACT_ENTRY_SIZE bytes of the table: the room has one
+        // for each.
+        self.room[self.len].write(site_rec(
+            self.first_id + self.len as u32,
+            self.info,
+            &site,
+            self.latency,
+            &self.hook_records,
+        ));
+        self.len += 1;
+        true
+    }
+
+    /// Says why the rest of the table is not read: a version this runtime does not know (a
+    /// newer bootprof-link wrote it), or a malformed entry.
+    #[cold]
+    fn refuse(&self, e: format::TableError) {
+        let start = self.bytes.as_ptr() as usize;
+        note(&format!("ignoring the site table at {start:#x}: {e}"));
+    }
 }
 
 /// The record of `site`, the `id`th site, of the table `table` (`hook_records`: the record kind

@@ -557,15 +557,19 @@ use le::{u16_at as le_u16, u32_at as le_u32};
 /// yields an error once and then stops if a fragment is malformed.
 pub fn sites(bytes: &[u8], base: u64) -> Sites<'_> {
     Sites {
-        bytes,
-        base,
-        pos: 0,
-        left: 0,
-        entry_size: 0,
-        shared: None,
-        nops: Nops::Mov,
-        layout: Layout::Compact,
-        pool: 0..0,
+        cur: Run {
+            frag: Fragment {
+                bytes,
+                base,
+                shared: None,
+                nops: Nops::Mov,
+                layout: Layout::Compact,
+            },
+            first: 0,
+            entry_size: 0,
+            count: 0,
+            pool: 0..0,
+        },
         last: 0,
         failed: false,
     }
@@ -580,21 +584,90 @@ struct Shared {
     count: u32,
 }
 
-/// Iterator returned by [`sites`].
-pub struct Sites<'a> {
+/// The table (its bytes, loaded at `base`) and what one fragment's entries share: the text
+/// address and target slots (`None` for version 1), their NOPs and their layout. What reading
+/// one entry takes, small enough for a reader's loop to keep in registers.
+#[derive(Clone, Copy)]
+struct Fragment<'a> {
     bytes: &'a [u8],
     base: u64,
-    pos: usize,
-    left: u32,
-    entry_size: usize,
-    /// The current fragment's text address and target slots (`None` for version 1).
     shared: Option<Shared>,
-    /// The current fragment's NOPs.
     nops: Nops,
-    /// The current fragment's entry layout.
     layout: Layout,
-    /// The current fragment's name pool: from its entries' end to its end.
+}
+
+/// The entries of one fragment that [`Sites::next_run`] hands over at once: read each with
+/// [`Run::core`], in a loop of the caller's that keeps nothing else of the walk.
+#[derive(Clone)]
+pub struct Run<'a> {
+    frag: Fragment<'a>,
+    /// Offset of the first entry, the distance between entries, and how many there are.
+    first: usize,
+    entry_size: usize,
+    count: usize,
+    /// The fragment's name pool: from its entries' end to its end.
     pool: core::ops::Range<usize>,
+}
+
+impl Run<'_> {
+    /// How many entries the run has.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether the run has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The name pool of the run's fragment ([`Sites::pool`]).
+    pub fn pool(&self) -> core::ops::Range<usize> {
+        self.pool.clone()
+    }
+
+    /// The [`SiteCore`] of entry `i` (below [`Run::len`]), as [`Sites::next_core`] reads it.
+    #[inline(always)]
+    pub fn core(&self, i: usize) -> Result<SiteCore, TableError> {
+        self.core_in(self.frag, i)
+    }
+
+    /// The run, when its entries have the compact layout, as a [`CompactRun`]: read in a
+    /// loop of its own, whose reads test no layout.
+    pub fn compact(&self) -> Option<CompactRun<'_>> {
+        (self.frag.layout == Layout::Compact).then_some(CompactRun(self))
+    }
+
+    /// [`Run::core`] with `frag`'s layout (a constant where the caller fixes it).
+    #[inline(always)]
+    fn core_in(&self, frag: Fragment<'_>, i: usize) -> Result<SiteCore, TableError> {
+        let at = self.first + i * self.entry_size;
+        match frag.bytes.get(at..at + frag.layout.entry_size()) {
+            Some(e) => frag.core(at, e),
+            None => Err(TableError::BadSize(at)),
+        }
+    }
+}
+
+/// A [`Run`] of entries of the compact layout ([`Run::compact`]).
+pub struct CompactRun<'r>(&'r Run<'r>);
+
+impl CompactRun<'_> {
+    /// [`Run::core`], the layout known.
+    #[inline(always)]
+    pub fn core(&self, i: usize) -> Result<SiteCore, TableError> {
+        let frag = Fragment {
+            layout: Layout::Compact,
+            ..self.0.frag
+        };
+        self.0.core_in(frag, i)
+    }
+}
+
+/// Iterator returned by [`sites`].
+pub struct Sites<'a> {
+    /// The table, and the entries of the current fragment not read yet (where the next
+    /// fragment's header is when there are none).
+    cur: Run<'a>,
     /// Offset of the last entry read.
     last: usize,
     failed: bool,
@@ -663,108 +736,46 @@ impl<'a> Sites<'a> {
     /// after an error.
     #[inline]
     fn next_entry(&mut self) -> Option<Result<(usize, &'a [u8]), TableError>> {
+        if let Err(e) = self.entries_left()? {
+            return Some(Err(e));
+        }
+        let at = self.cur.first;
+        self.last = at;
+        self.cur.first += self.cur.entry_size;
+        self.cur.count -= 1;
+        if self.cur.count == 0 {
+            self.cur.first = self.cur.pool.end;
+        }
+        // The header check put every entry inside the fragment.
+        let bytes: &'a [u8] = self.cur.frag.bytes;
+        match bytes.get(at..at + self.cur.frag.layout.entry_size()) {
+            Some(e) => Some(Ok((at, e))),
+            None => Some(Err(TableError::BadSize(at))),
+        }
+    }
+
+    /// Reads fragment headers until the current fragment has entries left; `None` at the
+    /// table's end or after an error.
+    #[inline]
+    fn entries_left(&mut self) -> Option<Result<(), TableError>> {
         if self.failed {
             return None;
         }
-        while self.left == 0 {
+        while self.cur.count == 0 {
             match self.next_fragment() {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
             }
         }
-        let at = self.pos;
-        self.last = at;
-        self.pos += self.entry_size;
-        self.left -= 1;
-        if self.left == 0 {
-            self.pos = self.pool.end;
-        }
-        // The header check put every entry inside the fragment.
-        let bytes: &'a [u8] = self.bytes;
-        match bytes.get(at..at + self.layout.entry_size()) {
-            Some(e) => Some(Ok((at, e))),
-            None => Some(Err(TableError::BadSize(at))),
-        }
+        Some(Ok(()))
     }
 
     /// The [`Place`] of the entry `e` at offset `at`: its kind and form checked, its site and
     /// target resolved (through the fragment's slots from version 2 on, the slot index checked).
     #[inline]
     fn place(&self, at: usize, e: &[u8]) -> Result<Place, TableError> {
-        self.place_and_name(at, e).map(|(place, _)| place)
-    }
-
-    /// [`Sites::place`], and where the name of a [`Layout::Compact`] entry's slot is in the table
-    /// (0 for none, and for other entries).
-    #[inline(always)]
-    fn place_and_name(&self, at: usize, e: &[u8]) -> Result<(Place, usize), TableError> {
-        let bad = TableError::BadEntry(at);
-        let base = self.base;
-        // The slot, from version 2 on: checked to be one of the fragment's.
-        let (kind, form, site, slot) = match (self.layout, self.shared) {
-            (Layout::Compact, Some(shared)) => {
-                let e: &[u8; COMPACT_ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
-                let d = le_u32(e, compact::SLOT) as i32 as isize as usize;
-                let slot = (at + compact::SLOT).wrapping_add(d);
-                let index = slot.wrapping_sub(shared.targets);
-                if index % 8 != 0 || index / 8 >= shared.count as usize {
-                    return Err(bad);
-                }
-                let site = shared.text.wrapping_add(le_u32(e, compact::SITE) as u64);
-                (e[compact::KIND], e[compact::FORM], site, slot)
-            }
-            (Layout::Wide, Some(shared)) => {
-                let e: &[u8; ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
-                let index = le_u32(e, field::TARGET);
-                if index >= shared.count {
-                    return Err(bad);
-                }
-                let slot = shared.targets + 4 * index as usize;
-                let site = shared.text.wrapping_add(le_u32(e, field::SITE) as u64);
-                (e[field::KIND], e[field::KIND + 1], site, slot)
-            }
-            (_, None) => {
-                let (kind, form) = (e[field::KIND], e[field::KIND + 1]);
-                let site = rel(e, field::SITE, base, at).unwrap_or(base + at as u64);
-                let target = rel(e, field::TARGET, base, at).unwrap_or(0);
-                let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
-                    return Err(bad);
-                };
-                let nops = self.nops;
-                let place = Place {
-                    site,
-                    target,
-                    kind,
-                    form,
-                    nops,
-                };
-                return Ok((place, 0));
-            }
-        };
-        let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
-            return Err(bad);
-        };
-        // A slot of version 4: its target, then its name; of versions 2 and 3, its target.
-        let Some(d) = self.bytes.get(slot..slot + 8) else {
-            return Err(bad);
-        };
-        let distance = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64 as u64;
-        let target = (base + slot as u64).wrapping_add(distance);
-        let name = match i32::from_le_bytes([d[4], d[5], d[6], d[7]]) {
-            _ if self.layout == Layout::Wide => 0,
-            0 => 0,
-            n => (slot + 4).wrapping_add(n as isize as usize),
-        };
-        let nops = self.nops;
-        let place = Place {
-            site,
-            target,
-            kind,
-            form,
-            nops,
-        };
-        Ok((place, name))
+        self.cur.frag.place_and_name(at, e).map(|(place, _)| place)
     }
 
     /// The name pool of the fragment the last site came from, as offsets into the table: what
@@ -772,7 +783,7 @@ impl<'a> Sites<'a> {
     /// zero padding). Empty before the first site.
     #[inline]
     pub fn pool(&self) -> core::ops::Range<usize> {
-        self.pool.clone()
+        self.cur.pool.clone()
     }
 
     /// Offset in the table of the entry the last site came from: where [`name_at`] finds its
@@ -781,18 +792,18 @@ impl<'a> Sites<'a> {
         self.last
     }
 
-    /// Reads the fragment header at `self.pos` (after any zero padding); false at the table's
+    /// Reads the fragment header at `self.cur.first` (after any zero padding); false at the table's
     /// end or after an error (`self.failed` then says which).
     fn next_fragment(&mut self) -> Result<bool, TableError> {
-        let b = self.bytes;
+        let b = self.cur.frag.bytes;
         // Skip padding a linker may have put between fragments.
-        while self.pos + 4 <= b.len() && le_u32(b, self.pos) == 0 {
-            self.pos += 4;
+        while self.cur.first + 4 <= b.len() && le_u32(b, self.cur.first) == 0 {
+            self.cur.first += 4;
         }
-        if self.pos >= b.len() {
+        if self.cur.first >= b.len() {
             return Ok(false);
         }
-        let at = self.pos;
+        let at = self.cur.first;
         if at + 4 <= b.len() && le_u32(b, at) != MAGIC {
             return Err(TableError::BadMagic(at));
         }
@@ -809,7 +820,7 @@ impl<'a> Sites<'a> {
                 if at + TARGETS_AT > b.len() {
                     return Err(TableError::BadSize(at));
                 }
-                let text = self.base + (at + TEXT_FIELD) as u64;
+                let text = self.cur.frag.base + (at + TEXT_FIELD) as u64;
                 let text = text.wrapping_add(le_u32(b, at + TEXT_FIELD) as i32 as i64 as u64);
                 let targets = le_u32(b, at + TEXT_FIELD + 4);
                 let shared = Shared {
@@ -838,13 +849,13 @@ impl<'a> Sites<'a> {
         {
             return Err(TableError::BadSize(at));
         }
-        self.pos = entries_at;
-        self.left = count;
-        self.entry_size = entry_size;
-        self.shared = shared;
-        self.nops = Nops::of_version(version);
-        self.layout = layout;
-        self.pool = entries_end..fragment_end;
+        self.cur.first = entries_at;
+        self.cur.count = count as usize;
+        self.cur.entry_size = entry_size;
+        self.cur.frag.shared = shared;
+        self.cur.frag.nops = Nops::of_version(version);
+        self.cur.frag.layout = layout;
+        self.cur.pool = entries_end..fragment_end;
         Ok(true)
     }
 }
@@ -929,7 +940,7 @@ pub fn name_of(bytes: &[u8], base: u64, entry: usize, layout: Layout, which: Nam
     }
 }
 
-impl Sites<'_> {
+impl<'a> Sites<'a> {
     /// The next site's [`SiteCore`]: as [`Iterator::next`], without reading its names.
     #[inline]
     pub fn next_core(&mut self) -> Option<Result<SiteCore, TableError>> {
@@ -937,10 +948,97 @@ impl Sites<'_> {
             Ok(entry) => entry,
             Err(e) => return self.fail(e),
         };
-        let (place, name) = match self.place_and_name(at, e) {
-            Ok(found) => found,
-            Err(e) => return self.fail(e),
+        match self.cur.frag.core(at, e) {
+            Ok(core) => Some(Ok(core)),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// The entries of the current fragment not yet read, or of the next one, at once: the
+    /// walk goes on after them. `None` at the table's end or after an error, which is yielded
+    /// once; an error [`Run::core`] gives for one entry is the caller's to stop at.
+    pub fn next_run(&mut self) -> Option<Result<Run<'a>, TableError>> {
+        if let Err(e) = self.entries_left()? {
+            return self.fail(e);
+        }
+        let run = self.cur.clone();
+        self.last = run.first + (run.count - 1) * run.entry_size;
+        self.cur.count = 0;
+        self.cur.first = self.cur.pool.end;
+        Some(Ok(run))
+    }
+}
+
+impl Fragment<'_> {
+    /// [`Sites::place`], and where the name of a [`Layout::Compact`] entry's slot is in the table
+    /// (0 for none, and for other entries).
+    #[inline(always)]
+    fn place_and_name(&self, at: usize, e: &[u8]) -> Result<(Place, usize), TableError> {
+        let bad = TableError::BadEntry(at);
+        let base = self.base;
+        // The slot, from version 2 on: checked to be one of the fragment's.
+        let (kind, form, site, slot) = match (self.layout, self.shared) {
+            (Layout::Compact, Some(shared)) => {
+                let e: &[u8; COMPACT_ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
+                let d = le_u32(e, compact::SLOT) as i32 as isize as usize;
+                let slot = (at + compact::SLOT).wrapping_add(d);
+                let index = slot.wrapping_sub(shared.targets);
+                if index % 8 != 0 || index / 8 >= shared.count as usize {
+                    return Err(bad);
+                }
+                let site = shared.text.wrapping_add(le_u32(e, compact::SITE) as u64);
+                (e[compact::KIND], e[compact::FORM], site, Some(slot))
+            }
+            (Layout::Wide, Some(shared)) => {
+                let e: &[u8; ENTRY_SIZE] = e.try_into().map_err(|_| bad)?;
+                let index = le_u32(e, field::TARGET);
+                if index >= shared.count {
+                    return Err(bad);
+                }
+                let slot = shared.targets + 4 * index as usize;
+                let site = shared.text.wrapping_add(le_u32(e, field::SITE) as u64);
+                (e[field::KIND], e[field::KIND + 1], site, Some(slot))
+            }
+            // Version 1: the target is in the entry.
+            (_, None) => {
+                let site = rel(e, field::SITE, base, at).unwrap_or(base + at as u64);
+                (e[field::KIND], e[field::KIND + 1], site, None)
+            }
         };
+        let (Some(kind), Some(form)) = (Kind::from_u8(kind), Form::from_u8(form)) else {
+            return Err(bad);
+        };
+        // A slot of version 4: its target, then its name; of versions 2 and 3, its target.
+        let (target, name) = match slot {
+            None => (rel(e, field::TARGET, base, at).unwrap_or(0), 0),
+            Some(slot) => {
+                let Some(d) = self.bytes.get(slot..slot + 8) else {
+                    return Err(bad);
+                };
+                let distance = i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64 as u64;
+                let target = (base + slot as u64).wrapping_add(distance);
+                let name = match i32::from_le_bytes([d[4], d[5], d[6], d[7]]) {
+                    _ if self.layout == Layout::Wide => 0,
+                    0 => 0,
+                    n => (slot + 4).wrapping_add(n as isize as usize),
+                };
+                (target, name)
+            }
+        };
+        let place = Place {
+            site,
+            target,
+            kind,
+            form,
+            nops: self.nops,
+        };
+        Ok((place, name))
+    }
+
+    /// The [`SiteCore`] of the entry `e` at offset `at` of this fragment.
+    #[inline(always)]
+    fn core(&self, at: usize, e: &[u8]) -> Result<SiteCore, TableError> {
+        let (place, name) = self.place_and_name(at, e)?;
         // The table offset a name field at `f` (its distance `d`) points at, 0 for none.
         let to = |f: usize, d: u32| match d {
             0 => 0,
@@ -963,7 +1061,7 @@ impl Sites<'_> {
                 (word(field::FUNC_OFFSET), fields.map(|f| to(f, word(f))))
             }
         };
-        Some(Ok(SiteCore {
+        Ok(SiteCore {
             entry: at,
             site: place.site,
             target: place.target,
@@ -973,7 +1071,7 @@ impl Sites<'_> {
             strings,
             nops: place.nops,
             layout: self.layout,
-        }))
+        })
     }
 }
 
@@ -985,7 +1083,7 @@ impl Iterator for Sites<'_> {
             Ok(core) => core,
             Err(e) => return Some(Err(e)),
         };
-        let (bytes, base, at) = (self.bytes, self.base, core.entry);
+        let (bytes, base, at) = (self.cur.frag.bytes, self.cur.frag.base, core.entry);
         let name = |which: Name| name_of(bytes, base, at, core.layout, which);
         let mut orig = [0u8; MAX_SITE_LEN];
         match core.layout {
@@ -1400,6 +1498,18 @@ mod tests {
                 [site.provider, site.name, site.function, site.demangled]
             );
         }
+        // Read a fragment at a time, as the runtime does: the same cores, the compact
+        // fragment's through a loop that knows its layout.
+        let mut it = sites(&buf, base);
+        let mut by_run = Vec::new();
+        while let Some(run) = it.next_run() {
+            let run = run.unwrap();
+            match run.compact() {
+                Some(c) => by_run.extend((0..run.len()).map(|i| c.core(i).unwrap())),
+                None => by_run.extend((0..run.len()).map(|i| run.core(i).unwrap())),
+            }
+        }
+        assert_eq!(by_run, cores);
         // A demangled name that runs past the table is none.
         let cut = &buf[..pool + 20];
         assert_eq!(
@@ -1413,6 +1523,11 @@ mod tests {
             let mut it = sites(&buf, base);
             assert_eq!(it.next(), Some(Err(TableError::BadEntry(e))));
             assert_eq!(it.next(), None);
+            // Read by runs, the bad entry is the run's to report; the other one reads.
+            let run = sites(&buf, base).next_run().unwrap().unwrap();
+            let compact = run.compact().unwrap();
+            assert_eq!(compact.core(0), Err(TableError::BadEntry(e)));
+            assert!(compact.core(1).is_ok());
         }
     }
 
