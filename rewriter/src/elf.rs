@@ -106,12 +106,17 @@ impl<'d> Object<'d> {
 
     /// The name of section `index`, or `#index` when it has none.
     pub fn section_name(&self, index: usize) -> String {
+        self.section_name_in(index).into_owned()
+    }
+
+    /// [`ElfObject::section_name`], borrowed from the object where it can be: what each of
+    /// tens of thousands of sites keeps (a copy of it is a pointer's, its drop nothing).
+    pub fn section_name_in(&self, index: usize) -> std::borrow::Cow<'d, str> {
         self.sections
             .section(SectionIndex(index))
             .ok()
             .and_then(|s| self.sections.section_name(LE, s).ok())
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_else(|| format!("#{index}"))
+            .map_or_else(|| format!("#{index}").into(), String::from_utf8_lossy)
     }
 
     /// The executable sections with contents: each one's index and bytes.

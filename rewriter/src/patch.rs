@@ -11,7 +11,6 @@ use crate::guard;
 use crate::scan::{Candidate, Scanned};
 use crate::site::{Found, NotASite, SiteInfo};
 use bootprof_format::{code, Form};
-use std::sync::Arc;
 
 /// What [`verify`] found in one object, and the parsed object when it has sites (for `emit`).
 #[derive(Debug, Default)]
@@ -278,7 +277,7 @@ fn check_boundaries<'d>(
     (sites, not_sites): (&mut Vec<SiteInfo<'d>>, &mut Vec<NotASite>),
     decode: bool,
 ) -> Result<()> {
-    let section_name: Arc<str> = scanned.object.section_name(sec).into();
+    let section_name = scanned.object.section_name_in(sec);
     let cursor = Cursor::new(funcs);
     let (mut starts, mut ok) = (Vec::new(), Vec::new());
     for group in recognised.chunk_by(|a, b| a.from == b.from) {

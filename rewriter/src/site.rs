@@ -4,7 +4,6 @@
 
 use crate::error::Location;
 use bootprof_format::{Form, Kind};
-use std::sync::Arc;
 
 /// A probe symbol of an object, its name borrowed from the object's string table (thousands of
 /// them in a link; two allocations each were a tenth of the scan).
@@ -24,7 +23,7 @@ pub struct SiteInfo<'d> {
     /// Index of the text section holding it.
     pub section: usize,
     /// Name of that section.
-    pub section_name: Arc<str>,
+    pub section_name: std::borrow::Cow<'d, str>,
     /// Offset of the site's first byte in the section.
     pub offset: u64,
     /// The form it had.
