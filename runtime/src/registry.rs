@@ -452,15 +452,25 @@ impl Chosen {
         self.runs.iter().flat_map(|r| r.iter())
     }
 
+    /// Calls `f` with each of its sites, in its order: a loop per run, which the batches'
+    /// walks over every site of a large program take (`iter`'s flattening costs each site a
+    /// test of which run it is in).
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(&'static SiteRec)) {
+        for run in &self.runs {
+            for s in run.iter() {
+                f(s);
+            }
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Sets the state of each of its sites to `state`.
     fn set(&self, state: u8) {
-        for s in self.iter() {
-            s.state.store(state, Ordering::Release);
-        }
+        self.each(|s| s.state.store(state, Ordering::Release));
     }
 
     /// The batch that writes `part` of each site's `bytes`.
@@ -503,7 +513,7 @@ struct Batch<'a> {
 
 impl text::Writes for Batch<'_> {
     fn each(&self, mut f: impl FnMut(u64, &[u8])) {
-        for s in self.sites.iter() {
+        self.sites.each(|s| {
             let bytes = match self.bytes {
                 Bytes::Int3 => [code::INT3; MAX_SITE_LEN],
                 Bytes::Nop => s.nop(),
@@ -511,14 +521,14 @@ impl text::Writes for Batch<'_> {
             };
             let (at, range) = self.part.of(s);
             f(at, &bytes[range]);
-        }
+        });
     }
 
     fn spans(&self, mut f: impl FnMut(u64, usize)) {
-        for s in self.sites.iter() {
+        self.sites.each(|s| {
             let (at, range) = self.part.of(s);
             f(at, range.len());
-        }
+        });
     }
 }
 
