@@ -109,7 +109,7 @@ impl<'d> Object<'d> {
         self.section_name_in(index).into_owned()
     }
 
-    /// [`ElfObject::section_name`], borrowed from the object where it can be: what each of
+    /// [`Object::section_name`], borrowed from the object where it can be: what each of
     /// tens of thousands of sites keeps (a copy of it is a pointer's, its drop nothing).
     pub fn section_name_in(&self, index: usize) -> std::borrow::Cow<'d, str> {
         self.sections
