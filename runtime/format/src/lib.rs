@@ -792,8 +792,8 @@ impl<'a> Sites<'a> {
         self.last
     }
 
-    /// Reads the fragment header at `self.cur.first` (after any zero padding); false at the table's
-    /// end or after an error (`self.failed` then says which).
+    /// Reads the fragment header at `self.cur.first` (after any zero padding); false at the
+    /// table's end or after an error (`self.failed` then says which).
     fn next_fragment(&mut self) -> Result<bool, TableError> {
         let b = self.cur.frag.bytes;
         // Skip padding a linker may have put between fragments.
