@@ -335,6 +335,55 @@ fn a_site_table_of_an_unknown_version_is_ignored_with_its_reason() {
     );
 }
 
+/// An entry of a loaded site table that cannot be read (its slot pointer between two slots) ends
+/// the reading of that table with a note naming the entry; the sites read before it are kept and
+/// enabled, the rest are not. (Probes as calls in line: one entry each, in text order.)
+#[test]
+fn a_bad_entry_keeps_the_sites_before_it_and_is_named() {
+    use bootprof_format::{compact, name_of, Name, SECTION_NAME};
+    use object::{Object, ObjectSection};
+    use std::os::unix::fs::PermissionsExt;
+    let w = Work::with("bad-entry", &["-DBOOTPROF_CALL_SITES"]);
+    let exe = w.build("ordered", &["ordered.c"], &[], &[]);
+    let both = ok(&run(&exe, &[], &[("BOOTPROF_ENABLE", "order:*")]));
+    assert!(both.contains("first 1 second 1"), "{both}");
+    // order:second's entry: its offset in the table and in the file.
+    let mut data = std::fs::read(&exe).unwrap();
+    let (entry, at) = {
+        let elf = object::File::parse(&*data).unwrap();
+        let table = elf.section_by_name(SECTION_NAME).unwrap();
+        let (bytes, base) = (table.data().unwrap(), table.address());
+        let mut sites = bootprof_format::sites(bytes, base);
+        let named_second = |core: &bootprof_format::SiteCore| {
+            let name = name_of(bytes, base, core.entry, core.layout, Name::Probe);
+            name.is_some_and(|a| bytes[(a - base) as usize..].starts_with(b"second\0"))
+        };
+        let core = std::iter::from_fn(|| sites.next_core())
+            .map(Result::unwrap)
+            .find(named_second)
+            .expect("order:second has an entry");
+        (
+            core.entry,
+            table.file_range().unwrap().0 as usize + core.entry,
+        )
+    };
+    // Its slot pointer moved by 4 bytes: between two slots.
+    let slot = at + compact::SLOT;
+    let d = i32::from_le_bytes(data[slot..slot + 4].try_into().unwrap()) + 4;
+    data[slot..slot + 4].copy_from_slice(&d.to_le_bytes());
+    let broken = exe.with_file_name("ordered-broken");
+    std::fs::write(&broken, &data).unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(&broken, &[], &[("BOOTPROF_ENABLE", "order:*")]);
+    assert!(ok(&o).contains("first 1 second 0"), "{}", ok(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("bootprof: ignoring the site table at 0x")
+            && stderr.contains(&format!("site table entry at offset {entry:#x} is invalid")),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn hits_in_signal_handler_new_thread_and_forked_child() {
     for (form, flags) in FORMS {
