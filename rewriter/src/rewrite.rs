@@ -1,8 +1,8 @@
 //! Rewrite: runs scan -> patch -> emit on one object ([`rewrite_object`], the unit the fuzz
-//! target drives), and on every input [`gather`](crate::gather) handed on (`rewrite_each`, `finish_rewrites`):
-//! objects in parallel, archives member by member, each changed input written to the private
-//! directory. Hands on the link line with the rewritten inputs in place, and what the inputs
-//! reference (for `stubs`).
+//! target drives), and on every input [`gather`](crate::gather) handed on (`rewrite_each`,
+//! `finish_rewrites`): objects in parallel, archives member by member, each changed input
+//! written to the private directory. Hands on the link line with the rewritten inputs in place,
+//! and what the inputs reference (for `stubs`).
 
 use crate::archive;
 use crate::args::{ArgKind, LinkLine};

@@ -4,10 +4,10 @@
 //! and its `.rela` section, and their names to the section name table.
 //!
 //! A fragment is laid out by `bootprof_format` (version 4: header, target block, compact
-//! entries, name pool); its addresses are relocations, as few as the final link can be given: the text
-//! section's start (against its section symbol; each entry holds its site's offset from it) and
-//! each distinct target once (the probe symbol's stub, shared by all its call sites; a tail
-//! site's thunk; a guard's out-of-line code).
+//! entries, name pool); its addresses are relocations, as few as the final link can be given:
+//! the text section's start (against its section symbol; each entry holds its site's offset
+//! from it) and each distinct target once (the probe symbol's stub, shared by all its call
+//! sites; a tail site's thunk; a guard's out-of-line code).
 
 use super::symbols::SectionSymbols;
 use super::text::Thunks;
@@ -221,13 +221,13 @@ impl<'a> Pool<'a> {
         *self
             .named
             .entry(symbol)
-            .or_insert_with(|| match Kind::classify(symbol) {
-                Some((kind, provider, name)) if !kind.is_hook() => {
+            .or_insert_with(|| match called_names(symbol) {
+                (Some(provider), name) => {
                     let at = append(bytes, provider);
                     append(bytes, name);
                     at
                 }
-                _ => append(bytes, symbol),
+                (None, name) => append(bytes, name),
             })
     }
 }
@@ -351,12 +351,7 @@ fn fragment(
                 let (provider, name) = match recent.copied().find(|l| same_place(l.0, s.symbol)) {
                     Some((_, provider, name)) => (provider, name),
                     None => {
-                        let (provider, name) = match Kind::classify(s.symbol) {
-                            Some((kind, provider, name)) if !kind.is_hook() => {
-                                (Some(provider), name)
-                            }
-                            _ => (None, s.symbol),
-                        };
+                        let (provider, name) = called_names(s.symbol);
                         let provider = provider.map(|p| pool.intern(p));
                         let name = pool.intern(name);
                         recent_symbols = [Some((s.symbol, provider, name)), recent_symbols[0]];
@@ -400,6 +395,14 @@ fn fragment(
     let header = format::encode_header(version, list.len() as u32, size);
     bytes[..HEADER_SIZE].copy_from_slice(&header);
     Ok((bytes, relas))
+}
+
+/// The names of what calls to `symbol` call: a probe's provider and name, or a hook's name.
+fn called_names(symbol: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    match Kind::classify(symbol) {
+        Some((kind, provider, name)) if !kind.is_hook() => (Some(provider), name),
+        _ => (None, symbol),
+    }
 }
 
 /// A function's symbol (its bytes in the input), and where its name and (wide) its demangled
