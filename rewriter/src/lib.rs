@@ -34,6 +34,7 @@ pub mod guard;
 pub mod hash;
 pub mod length;
 pub mod link;
+pub mod linker;
 pub mod lto;
 pub mod patch;
 pub mod pipeline;

@@ -8,6 +8,7 @@ use crate::args::{ArgKind, LinkLine};
 use crate::check::{self, Traced};
 use crate::driver::{driver_command, exit_code};
 use crate::error::{Error, Result};
+use crate::linker::{self, Linker};
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::os::fd::OwnedFd;
@@ -66,12 +67,15 @@ pub fn start(
         let (hold, traced) = (Arc::clone(&hold), Arc::clone(&traced));
         std::thread::spawn(move || forward(from, to, &hold, &traced))
     });
+    let find_linker = gate.is_some() && linker::runs_once(line);
     Ok(Running {
         child,
         tmp: Some(tmp),
         passing: passing.map(Some),
         hold,
         gate,
+        find_linker,
+        linker: None,
     })
 }
 
@@ -83,6 +87,10 @@ pub struct Running {
     passing: [Option<std::thread::JoinHandle<Vec<Traced>>>; 2],
     hold: Arc<Mutex<Hold>>,
     gate: Option<Gate>,
+    /// Whether to find the linker once it has its script ([`linker::runs_once`]).
+    find_linker: bool,
+    /// The linker, found under the driver: its exit starts the work after the link.
+    linker: Option<Linker>,
 }
 
 impl Running {
@@ -101,6 +109,9 @@ impl Running {
         let read = gate
             .pass(script, &mut self.child)
             .map_err(|e| Error::io(&gate.path, e))?;
+        if read && self.find_linker {
+            self.linker = Linker::find(self.child.id());
+        }
         Ok(read)
     }
 
@@ -132,7 +143,9 @@ impl Running {
         self.finish(line, args, done_with_inputs)
     }
 
-    /// [`Running::finish_checked`] once the checks have passed.
+    /// [`Running::finish_checked`] once the checks have passed. With the linker found, its
+    /// output is checked, and `done_with_inputs` started, as soon as it exits, while the driver
+    /// ends; the check is made again if the file changed by the driver's end.
     fn finish(
         mut self,
         line: &LinkLine,
@@ -141,17 +154,35 @@ impl Running {
     ) -> Result<(i32, std::time::Duration)> {
         self.release();
         let output = &line.output;
-        let (status, reports) = self.wait()?;
-        let tmp = self.tmp.take().expect("taken once");
-        if !status.success() {
-            return Ok((exit_code(status), std::time::Duration::ZERO));
-        }
         std::thread::scope(|s| {
-            s.spawn(done_with_inputs);
+            let mut done_with_inputs = Some(done_with_inputs);
+            let linked = match self.linker.take() {
+                Some(linker) if linker.wait() => {
+                    s.spawn(done_with_inputs.take().expect("not run yet"));
+                    let tmp = self.tmp.as_deref().expect("taken once");
+                    if line.options.verbose {
+                        eprintln!("bootprof-link: the linker ended before its driver: its output is checked meanwhile");
+                    }
+                    Some(Checked::new(tmp, output))
+                }
+                _ => None,
+            };
+            let (status, reports) = self.wait()?;
+            let tmp = self.tmp.take().expect("taken once");
+            if !status.success() {
+                return Ok((exit_code(status), std::time::Duration::ZERO));
+            }
+            if let Some(done_with_inputs) = done_with_inputs.take() {
+                s.spawn(done_with_inputs);
+            }
             let started = std::time::Instant::now();
             check::check_references(&reports, args, output)?;
-            check::check_output(&tmp, output)?;
-            let checked = started.elapsed();
+            let checked = match linked {
+                Some(checked) if checked.stands(&tmp) => checked,
+                _ => Checked::new(&tmp, output),
+            };
+            checked.result?;
+            let checked = started.elapsed() + checked.took;
             if bootprof_format::file::written_in_place(output) {
                 // Copied into the device or pipe: renaming over it would put a file in its place.
                 std::fs::File::open(&tmp)
@@ -208,6 +239,42 @@ impl Drop for Running {
     }
 }
 
+/// The output check of a linked file ([`check::check_output`]), with what the file was when
+/// checked.
+struct Checked {
+    result: Result<()>,
+    /// The file's inode, length and modification time before the check.
+    stamp: Option<(u64, u64, std::time::SystemTime)>,
+    /// How long the check took.
+    took: std::time::Duration,
+}
+
+impl Checked {
+    /// Checks `linked`, the file linked for `output`.
+    fn new(linked: &Path, output: &Path) -> Checked {
+        let started = std::time::Instant::now();
+        let stamp = stamp(linked);
+        let result = check::check_output(linked, output);
+        Checked {
+            result,
+            stamp,
+            took: started.elapsed(),
+        }
+    }
+
+    /// Whether `linked` is still the file checked.
+    fn stands(&self, linked: &Path) -> bool {
+        self.stamp.is_some() && self.stamp == stamp(linked)
+    }
+}
+
+/// A file's inode, length and modification time.
+fn stamp(path: &Path) -> Option<(u64, u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.ino(), meta.len(), meta.modified().ok()?))
+}
+
 /// What a linker handed through the gate is told when the link is abandoned: not a linker
 /// script, so that GNU ld and lld stop at once.
 const ABANDONED: &[u8] = b"bootprof-link abandoned this link\n";
@@ -249,7 +316,8 @@ impl Gate {
     }
 
     /// Writes `text` into the pipe and waits until the linker has read all of it (then closes
-    /// the pipe: the linker reads its end) or `child` has ended (`false`).
+    /// the pipe: the linker reads its end) or `child` has ended (`false`). Once read, `text`
+    /// takes the gate's place as a file, for a driver that runs its linker again.
     fn pass(&mut self, text: &[u8], child: &mut std::process::Child) -> std::io::Result<bool> {
         use std::os::fd::AsRawFd;
         let Some(mut write) = self.write.take() else {
@@ -266,6 +334,10 @@ impl Gate {
                 return Err(std::io::Error::last_os_error());
             }
             if unread == 0 {
+                drop(write);
+                let file = self.path.with_extension("ld.written");
+                std::fs::write(&file, text)?;
+                std::fs::rename(&file, &self.path)?;
                 return Ok(true);
             }
             if child.try_wait()?.is_some() {
@@ -430,8 +502,24 @@ pub fn redirect_output(line: &LinkLine, mut args: Vec<String>, tmp: &Path) -> Ve
 
 #[cfg(test)]
 mod tests {
-    use super::replace_output;
+    use super::{replace_output, Checked};
     use std::path::Path;
+
+    #[test]
+    fn a_check_stands_for_the_file_it_checked_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("linked");
+        std::fs::write(&path, "not an ELF file").unwrap();
+        let checked = Checked::new(&path, &path);
+        assert!(checked.result.is_ok());
+        assert!(checked.stands(&path));
+        // A linker run again writes another file in its place.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "another one").unwrap();
+        assert!(!checked.stands(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!checked.stands(&path));
+    }
 
     /// A temporary file holding `contents` in `dir`, as the link leaves its output.
     fn linked(dir: &Path, contents: &str) -> tempfile::TempPath {

@@ -46,6 +46,17 @@ fn link(flags: &[&str], linker: &[&str], out: &Path, objs: &[PathBuf]) -> Out {
         .args(objs))
 }
 
+/// `bootprof-link --verbose t/name -o out objs...`, the driver `name` a shell script of `body`.
+fn link_with_driver(t: &TempDir, name: &str, body: &str, out: &Path, objs: &[PathBuf]) -> Out {
+    let driver = t.join(name);
+    write(&driver, format!("#!/bin/sh\n{body}\n"));
+    std::fs::set_permissions(&driver, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    run(cmd(link_bin(), ["--verbose".as_ref(), driver.as_os_str()])
+        .arg("-o")
+        .arg(out)
+        .args(objs))
+}
+
 /// Removes the directory a `--keep-temps` link names on stderr.
 fn remove_kept(o: &Out) {
     let kept = o
@@ -75,6 +86,11 @@ fn a_link_started_beside_the_rewriting_makes_the_same_binary() {
             "{linker:?}: the link did not start beside the rewriting:{o}"
         );
         assert!(!o.stderr.contains("abandoned"), "{linker:?}:{o}");
+        // The output checked, and the inputs removed, once the linker ended.
+        assert!(
+            o.stderr.contains("the linker ended before its driver"),
+            "{linker:?}: the linker's end was not seen:{o}"
+        );
         let kept = link(&["--keep-temps", "--verbose"], linker, &later, &objs).ok();
         assert!(
             !kept.stderr.contains("started beside the rewriting"),
@@ -122,21 +138,36 @@ fn the_linkers_messages_are_shown_once_and_in_order() {
 }
 
 #[test]
+fn a_driver_script_that_links_twice_has_its_inputs_and_script_both_times() {
+    require!("cc");
+    let t = TempDir::new("early-twice");
+    let objs = objects(&t);
+    // A script, not a compiler driver: its linker's exit is not the link's end, and the second
+    // link reads bootprof's script as a file.
+    let script = "cc \"$@\" || exit $?\necho \"link-twice: once more\" >&2\nexec cc \"$@\"";
+    let out = t.join("app");
+    let o = link_with_driver(&t, "link-twice", script, &out, &objs).ok();
+    assert!(o.stderr.contains("link-twice: once more"), "{o}");
+    assert!(o.stderr.contains("started beside the rewriting"), "{o}");
+    assert!(
+        !o.stderr.contains("the linker ended before its driver"),
+        "{o}"
+    );
+    let listed = run(cmd(BOOTPROF, ["list".as_ref(), out.as_os_str()])).ok();
+    assert!(listed.stdout.contains("large:pad"), "{listed}");
+    run(cmd(&out, [] as [&str; 0])).ok();
+    let left = temporaries_left(t.path());
+    assert!(left.is_empty(), "temporaries left {left:?}:{o}");
+}
+
+#[test]
 fn a_driver_that_fails_before_its_linker_is_run_again_and_reported_once() {
     require!("cc");
     let t = TempDir::new("early-driver-fails");
     let objs = objects(&t);
-    let driver = t.join("failing-cc");
-    write(
-        &driver,
-        "#!/bin/sh\necho \"failing-cc: this driver runs no linker\" >&2\nexit 3\n",
-    );
-    std::fs::set_permissions(&driver, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = "echo \"failing-cc: this driver runs no linker\" >&2\nexit 3";
     let out = t.join("app");
-    let o = run(cmd(link_bin(), ["--verbose".as_ref(), driver.as_os_str()])
-        .arg("-o")
-        .arg(&out)
-        .args(&objs));
+    let o = link_with_driver(&t, "failing-cc", script, &out, &objs);
     o.no_panic();
     assert_eq!(o.code, Some(3), "the driver's status:{o}");
     assert_eq!(

@@ -1,0 +1,145 @@
+//! The linker process of a link started through a gate ([`crate::link::Gate`]), found under the
+//! driver once it has read its script, and its exit, which comes before the driver's: after GNU
+//! ld exits, collect2 and the driver take another 1.5 ms or so to end (the `-finstrument-functions`
+//! sqlite3 link). What needs only the linker's output, and its inputs no more (the output check,
+//! removing the rewritten inputs), can start then, on a CPU the ending driver leaves free.
+//!
+//! Found only where the linker's exit is the link's end: the processes from the driver down to
+//! the linker are compiler drivers and collect2, each waiting for the one it ran (collect2 runs
+//! the linker a second time only for LTO without the linker plugin, of IR objects the final link
+//! never has: [`crate::lto`] generates their code first), and the linker is GNU ld or lld. A
+//! driver that is a script, or anything else, could run the linker again: the caller then waits
+//! for the driver, as for a link without a gate.
+
+use crate::args::LinkLine;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// Whether the linker's exit may be taken for the link's end, as far as `line` says: not with
+/// `-fno-use-linker-plugin`, where collect2 links once more when an input holds gcc's IR (which
+/// the final link keeps when gcc's plugin is off, [`crate::lto`]).
+pub fn runs_once(line: &LinkLine) -> bool {
+    !line.args.iter().any(|a| a == "-fno-use-linker-plugin")
+}
+
+/// A linker process under a running link's driver, to wait for.
+pub struct Linker {
+    /// The process's file descriptor (`pidfd_open`): readable once it has exited.
+    pidfd: OwnedFd,
+}
+
+impl Linker {
+    /// The linker under the driver `driver` (a process ID), as the module says: each process of
+    /// the chain has exactly one child, the last is the linker (by its executable's name), and it
+    /// has none yet. `None` when that is not so, or when the system cannot tell (no `/proc`, no
+    /// `pidfd_open`). Called once the linker has read its script: it then runs for as long as
+    /// it links, so the process found is the one waited for.
+    pub fn find(driver: u32) -> Option<Linker> {
+        let mut parent = None;
+        let mut pid = driver;
+        loop {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            let name = exe.file_name()?.to_str()?;
+            let children = children(pid)?;
+            if is_linker(name) {
+                if !children.is_empty() {
+                    return None;
+                }
+                let pidfd = pidfd_open(pid)?;
+                // Still the process found, not one that took its ID after it ended.
+                if parent.is_some_and(|p| !children_of(p).contains(&pid)) {
+                    return None;
+                }
+                return Some(Linker { pidfd });
+            }
+            if !is_driver(name) {
+                return None;
+            }
+            match children[..] {
+                [child] => (parent, pid) = (Some(pid), child),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Waits until the linker has exited; `false` if that cannot be told.
+    pub fn wait(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut poll = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one pollfd, valid for the call; the descriptor is ours.
+            match unsafe { libc::poll(&mut poll, 1, -1) } {
+                1 => return poll.revents & libc::POLLIN != 0,
+                -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
+                }
+                _ => return false,
+            }
+        }
+    }
+}
+
+/// The children of process `pid`, from every one of its threads; `None` when `/proc` does not
+/// say (a kernel without `CONFIG_PROC_CHILDREN`, the process gone).
+fn children(pid: u32) -> Option<Vec<u32>> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+        found.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok()),
+        );
+    }
+    Some(found)
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    children(pid).unwrap_or_default()
+}
+
+/// Whether an executable's file name is a compiler driver's (`cc`, `gcc`, `g++`, `clang`,
+/// `x86_64-linux-gnu-gcc-14`, `clang-19`, ...) or collect2's: a dash-separated part of it says.
+fn is_driver(name: &str) -> bool {
+    name.split('-')
+        .any(|part| ["cc", "c++", "gcc", "g++", "clang", "clang++", "collect2"].contains(&part))
+}
+
+/// Whether an executable's file name is GNU ld's or lld's (`ld`, `ld.bfd`, `ld.lld`, `lld`,
+/// with a target's prefix or not: `x86_64-linux-gnu-ld.bfd`).
+fn is_linker(name: &str) -> bool {
+    let base = name.rsplit('-').next().unwrap_or(name);
+    ["ld", "ld.bfd", "ld.lld", "lld"].contains(&base)
+}
+
+/// `pidfd_open(pid, 0)`.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a process ID and flags; it returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative return is a descriptor this process now owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_and_linkers_are_told_by_their_executables_names() {
+        for driver in ["cc", "gcc", "g++", "c++", "clang", "clang-19", "clang++"] {
+            assert!(is_driver(driver), "{driver}");
+        }
+        assert!(is_driver("x86_64-linux-gnu-gcc-14"));
+        assert!(is_driver("collect2"));
+        for other in ["sh", "bash", "python3", "ccache", "make", "ld"] {
+            assert!(!is_driver(other), "{other}");
+        }
+        for linker in ["ld", "ld.bfd", "x86_64-linux-gnu-ld.bfd", "ld.lld", "lld"] {
+            assert!(is_linker(linker), "{linker}");
+        }
+        for other in ["ld.gold", "mold", "ld.mold", "collect2", "gold"] {
+            assert!(!is_linker(other), "{other}");
+        }
+    }
+}
