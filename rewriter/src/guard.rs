@@ -130,12 +130,12 @@ pub(crate) fn guards<'d>(scanned: &Scanned<'d>) -> Result<Vec<SiteInfo<'d>>> {
             rela: site.rela,
             symbol_index: probe.sym,
             orig,
-            guard: Some(GuardTarget {
+            guard: Some(Box::new(GuardTarget {
                 symbol: target.sym,
                 addend: target.addend,
                 section: target_sec,
                 relas: [target.rela, probe.rela],
-            }),
+            })),
         });
     }
     Ok(out)

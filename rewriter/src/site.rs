@@ -42,8 +42,9 @@ pub struct SiteInfo<'d> {
     pub(crate) symbol_index: usize,
     /// The instruction bytes as compiled.
     pub(crate) orig: [u8; 8],
-    /// For a [`Form::Guard`]: where its enabled jump goes, from its record.
-    pub(crate) guard: Option<GuardTarget>,
+    /// For a [`Form::Guard`]: where its enabled jump goes, from its record (boxed: guards are
+    /// few, and every site would otherwise carry the room for one).
+    pub(crate) guard: Option<Box<GuardTarget>>,
 }
 
 /// The jump target of a guard, as its `.bootprof_guard` record gives it.
