@@ -126,6 +126,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn collect2_linking_twice_without_the_plugin_is_foreseen() {
+        let line = |args: &[&str]| {
+            let argv = args.iter().map(|a| a.to_string()).collect();
+            crate::args::parse(argv, "cc", "").expect("a link line")
+        };
+        assert!(runs_once(&line(&["cc", "-o", "app", "a.o"])));
+        assert!(runs_once(&line(&["cc", "-flto", "-o", "app", "a.o"])));
+        assert!(!runs_once(&line(&[
+            "cc",
+            "-flto",
+            "-fno-use-linker-plugin",
+            "-o",
+            "app",
+            "a.o"
+        ])));
+    }
+
+    #[test]
     fn drivers_and_linkers_are_told_by_their_executables_names() {
         for driver in ["cc", "gcc", "g++", "c++", "clang", "clang-19", "clang++"] {
             assert!(is_driver(driver), "{driver}");
