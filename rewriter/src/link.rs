@@ -8,7 +8,7 @@ use crate::args::{ArgKind, LinkLine};
 use crate::check::{self, Traced};
 use crate::driver::{driver_command, exit_code};
 use crate::error::{Error, Result};
-use crate::linker::{self, Linker};
+use crate::linker::{self, Found, Linker};
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::os::fd::OwnedFd;
@@ -31,8 +31,14 @@ pub fn final_link(
     dir: &Path,
     checks: impl FnOnce() -> Result<()>,
     done_with_inputs: impl FnOnce() + Send,
+    linker_known: bool,
 ) -> Result<(i32, std::time::Duration)> {
-    start(line, args, traced, dir, None)?.finish_checked(line, args, checks, done_with_inputs)
+    start(line, args, traced, dir, None, linker_known)?.finish_checked(
+        line,
+        args,
+        checks,
+        done_with_inputs,
+    )
 }
 
 /// Starts the final link of `args` as [`final_link`] does, without waiting for it; what the
@@ -44,6 +50,7 @@ pub fn start(
     traced: &BTreeSet<String>,
     dir: &Path,
     gate: Option<Gate>,
+    linker_known: bool,
 ) -> Result<Running> {
     let output = &line.output;
     // Creating the temporary checks that the output can be written at all before the link.
@@ -67,7 +74,7 @@ pub fn start(
         let (hold, traced) = (Arc::clone(&hold), Arc::clone(&traced));
         std::thread::spawn(move || forward(from, to, &hold, &traced))
     });
-    let find_linker = gate.is_some() && linker::runs_once(line);
+    let find_linker = linker_known && linker::runs_once(line);
     Ok(Running {
         child,
         tmp: Some(tmp),
@@ -87,7 +94,8 @@ pub struct Running {
     passing: [Option<std::thread::JoinHandle<Vec<Traced>>>; 2],
     hold: Arc<Mutex<Hold>>,
     gate: Option<Gate>,
-    /// Whether to find the linker once it has its script ([`linker::runs_once`]).
+    /// Whether to look for the linker: the driver runs GNU ld or lld, once
+    /// ([`linker::runs_once`]).
     find_linker: bool,
     /// The linker, found under the driver: its exit starts the work after the link.
     linker: Option<Linker>,
@@ -110,7 +118,11 @@ impl Running {
             .pass(script, &mut self.child)
             .map_err(|e| Error::io(&gate.path, e))?;
         if read && self.find_linker {
-            self.linker = Linker::find(self.child.id());
+            match Linker::find(self.child.id()) {
+                Found::Linker(linker) => self.linker = Some(linker),
+                Found::NotYet => {}
+                Found::Never => self.find_linker = false,
+            }
         }
         Ok(read)
     }
@@ -143,9 +155,10 @@ impl Running {
         self.finish(line, args, done_with_inputs)
     }
 
-    /// [`Running::finish_checked`] once the checks have passed. With the linker found, its
-    /// output is checked, and `done_with_inputs` started, as soon as it exits, while the driver
-    /// ends; the check is made again if the file changed by the driver's end.
+    /// [`Running::finish_checked`] once the checks have passed. With the linker found (at its
+    /// gate, or looked for now), its output is checked, and `done_with_inputs` started, as soon
+    /// as it exits, while the driver ends; the check is made again if the file changed by the
+    /// driver's end.
     fn finish(
         mut self,
         line: &LinkLine,
@@ -153,6 +166,9 @@ impl Running {
         done_with_inputs: impl FnOnce() + Send,
     ) -> Result<(i32, std::time::Duration)> {
         self.release();
+        if self.linker.is_none() && self.find_linker {
+            self.linker = self.look_for_linker();
+        }
         let output = &line.output;
         std::thread::scope(|s| {
             let mut done_with_inputs = Some(done_with_inputs);
@@ -199,6 +215,23 @@ impl Running {
             }
             Ok((0, checked))
         })
+    }
+
+    /// The linker under the driver, looked for every quarter of a millisecond until it is
+    /// there (GNU ld is exec'd 2-3 ms after its driver), or until the chain shows it never will
+    /// be, or the driver ends.
+    fn look_for_linker(&mut self) -> Option<Linker> {
+        loop {
+            match Linker::find(self.child.id()) {
+                Found::Linker(linker) => return Some(linker),
+                Found::Never => return None,
+                Found::NotYet => {}
+            }
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(250));
+        }
     }
 
     /// Stops the link: a waiting linker is handed a script it refuses, so that it exits at once
@@ -315,9 +348,9 @@ impl Gate {
         })
     }
 
-    /// Writes `text` into the pipe and waits until the linker has read all of it (then closes
-    /// the pipe: the linker reads its end) or `child` has ended (`false`). Once read, `text`
-    /// takes the gate's place as a file, for a driver that runs its linker again.
+    /// Writes `text` into the pipe, closes its end, and waits until the linker has read all of
+    /// it or `child` has ended (`false`). Once read, `text` takes the gate's place as a file,
+    /// for a driver that runs its linker again.
     fn pass(&mut self, text: &[u8], child: &mut std::process::Child) -> std::io::Result<bool> {
         use std::os::fd::AsRawFd;
         let Some(mut write) = self.write.take() else {
@@ -325,8 +358,10 @@ impl Gate {
                 "the linker script was handed over already",
             ));
         };
-        // Far less than a pipe holds: the write does not wait for the reader.
+        // Far less than a pipe holds: the write does not wait for the reader. Closed at once,
+        // so that the linker reads the end with the text, not after this process sees it read.
         write.write_all(text)?;
+        drop(write);
         loop {
             let mut unread: libc::c_int = 0;
             // SAFETY: FIONREAD stores the pipe's unread byte count in the int it is given.
@@ -334,7 +369,6 @@ impl Gate {
                 return Err(std::io::Error::last_os_error());
             }
             if unread == 0 {
-                drop(write);
                 let file = self.path.with_extension("ld.written");
                 std::fs::write(&file, text)?;
                 std::fs::rename(&file, &self.path)?;

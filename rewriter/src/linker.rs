@@ -1,15 +1,15 @@
-//! The linker process of a link started through a gate ([`crate::link::Gate`]), found under the
-//! driver once it has read its script, and its exit, which comes before the driver's: after GNU
-//! ld exits, collect2 and the driver take another 1.5 ms or so to end (the `-finstrument-functions`
-//! sqlite3 link). What needs only the linker's output, and its inputs no more (the output check,
-//! removing the rewritten inputs), can start then, on a CPU the ending driver leaves free.
+//! The linker process of a link, found under its driver, and the linker's exit, which comes
+//! before the driver's: after GNU ld exits, collect2 and gcc's driver take another 1.1-1.7 ms to
+//! end (the `-finstrument-functions` sqlite3 link). What needs only the linker's output, and its
+//! inputs no more (the output check, removing the rewritten inputs), can start then, on a CPU
+//! the ending driver leaves free. A link started through a gate ([`crate::link::Gate`]) finds
+//! its linker once the linker has read the script; another looks for it while it runs.
 //!
 //! Found only where the linker's exit is the link's end: the processes from the driver down to
 //! the linker are compiler drivers and collect2, each waiting for the one it ran (collect2 runs
-//! the linker a second time only for LTO without the linker plugin, of IR objects the final link
-//! never has: [`crate::lto`] generates their code first), and the linker is GNU ld or lld. A
-//! driver that is a script, or anything else, could run the linker again: the caller then waits
-//! for the driver, as for a link without a gate.
+//! the linker a second time only for LTO without the linker plugin, [`runs_once`]), and the
+//! linker is GNU ld or lld. A driver that is a script, or anything else, could run the linker
+//! again: the caller then waits for the driver.
 
 use crate::args::LinkLine;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -27,36 +27,62 @@ pub struct Linker {
     pidfd: OwnedFd,
 }
 
+/// What [`Linker::find`] found under a driver.
+pub enum Found {
+    /// The linker.
+    Linker(Linker),
+    /// Not yet: a process of the chain has not started the next (or is gone meanwhile).
+    NotYet,
+    /// Not a chain whose linker's exit ends the link, or a system that cannot tell (no
+    /// `/proc/PID/task/TID/children`, no `pidfd_open`).
+    Never,
+}
+
 impl Linker {
     /// The linker under the driver `driver` (a process ID), as the module says: each process of
     /// the chain has exactly one child, the last is the linker (by its executable's name), and it
-    /// has none yet. `None` when that is not so, or when the system cannot tell (no `/proc`, no
-    /// `pidfd_open`). Called once the linker has read its script: it then runs for as long as
-    /// it links, so the process found is the one waited for.
-    pub fn find(driver: u32) -> Option<Linker> {
+    /// has none yet. Once found, the linker runs for as long as it links, so the process found
+    /// is the one waited for.
+    pub fn find(driver: u32) -> Found {
         let mut parent = None;
         let mut pid = driver;
         loop {
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-            let name = exe.file_name()?.to_str()?;
-            let children = children(pid)?;
+            let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+                return Found::NotYet;
+            };
+            let Some(name) = exe.file_name().and_then(|n| n.to_str()) else {
+                return Found::Never;
+            };
+            let Some(children) = children(pid) else {
+                // The driver's own list unreadable: a kernel without the lists.
+                return if parent.is_none() {
+                    Found::Never
+                } else {
+                    Found::NotYet
+                };
+            };
             if is_linker(name) {
                 if !children.is_empty() {
-                    return None;
+                    return Found::Never;
                 }
-                let pidfd = pidfd_open(pid)?;
+                let Some(pidfd) = pidfd_open(pid) else {
+                    return Found::Never;
+                };
                 // Still the process found, not one that took its ID after it ended.
                 if parent.is_some_and(|p| !children_of(p).contains(&pid)) {
-                    return None;
+                    return Found::NotYet;
                 }
-                return Some(Linker { pidfd });
+                return Found::Linker(Linker { pidfd });
             }
             if !is_driver(name) {
-                return None;
+                return Found::Never;
             }
             match children[..] {
+                // A driver yet to start the next, or whose child has not yet exec'd (a child
+                // of `vfork` shows its parent's executable until then).
+                [] => return Found::NotYet,
                 [child] => (parent, pid) = (Some(pid), child),
-                _ => return None,
+                _ => return Found::Never,
             }
         }
     }

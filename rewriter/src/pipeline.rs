@@ -108,10 +108,10 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
                 // The linker ended without its script: whatever it did is not this link.
                 running.abandon();
                 note_abandoned(&line, "its linker ended without reading bootprof's script");
-                plan.link(&line, dir.path(), later, done_with_inputs)?
+                plan.link(&line, dir.path(), later, done_with_inputs, linker)?
             }
         }
-        None => plan.link(&line, dir.path(), later, done_with_inputs)?,
+        None => plan.link(&line, dir.path(), later, done_with_inputs, linker)?,
     };
     if line.options.stats {
         let total = start.elapsed();
@@ -227,13 +227,15 @@ impl LinkPlan {
         Ok(())
     }
 
-    /// Runs the link now, its inputs and stubs written: the script a file.
+    /// Runs the link now, its inputs and stubs written: the script a file. `linker`: the
+    /// linker the driver runs, when known.
     fn link(
         &self,
         line: &LinkLine,
         dir: &Path,
         later: Vec<rewrite::LaterChecks>,
         done_with_inputs: impl FnOnce() + Send,
+        linker: Option<Linker>,
     ) -> Result<(i32, std::time::Duration)> {
         if self.script {
             // In place of a gate's name, if one was made.
@@ -249,6 +251,7 @@ impl LinkPlan {
             dir,
             checks,
             done_with_inputs,
+            linker.is_some(),
         )
     }
 }
@@ -284,7 +287,7 @@ fn start_early(
     }
     plan.write_fragment(dir).ok()?;
     let gate = link::Gate::new(&dir.join(SCRIPT)).ok()?;
-    let running = link::start(line, &plan.args, &plan.traced, dir, Some(gate)).ok()?;
+    let running = link::start(line, &plan.args, &plan.traced, dir, Some(gate), true).ok()?;
     Some((running, plan, foreseen))
 }
 

@@ -1,6 +1,7 @@
 //! The link started beside the rewriting: with GNU ld and lld, and an object of a megabyte or
 //! more, bootprof-link starts the driver before the inputs are rewritten, and the linker waits
-//! for bootprof's linker script, handed to it through a pipe once every input is written. These tests check that such a link makes the
+//! for bootprof's linker script, handed to it through a pipe once every input is written; and
+//! the end of a link, whose output is checked once its linker exits. These tests check that such a link makes the
 //! same binary as one started after the rewriting (`--keep-temps` starts it so), that the
 //! linker's messages are shown once, in order, and that a link that cannot go that way (a
 //! driver failing before its linker reads the script, a line the rewriting changes, a rewriting
@@ -111,6 +112,45 @@ fn a_link_started_beside_the_rewriting_makes_the_same_binary() {
             );
         }
         run(cmd(&early, [] as [&str; 0])).ok();
+    }
+}
+
+#[test]
+fn a_link_of_small_objects_is_checked_once_its_linker_ends() {
+    require!("cc");
+    let t = TempDir::new("linker-ends");
+    // No object of a megabyte: the link starts after the rewriting, and bootprof-link looks for
+    // its linker under the driver while it runs.
+    let objs = compile_case(
+        "probes-multi-tu",
+        &["main.c", "stats.c", "util.c"],
+        t.path(),
+    );
+    let mut linkers: Vec<&[&str]> = vec![&[], &["-fuse-ld=bfd"]];
+    if have("lld") {
+        linkers.push(&["-fuse-ld=lld"]);
+    } else {
+        skipped("lld is not installed: GNU ld only");
+    }
+    for linker in linkers {
+        let out = t.join("app");
+        let o = link(&["--verbose"], linker, &out, &objs).ok();
+        assert!(
+            !o.stderr.contains("started beside the rewriting"),
+            "{linker:?}:{o}"
+        );
+        assert!(
+            o.stderr.contains("the linker ended before its driver"),
+            "{linker:?}: the linker was not found:{o}"
+        );
+        let listed = run(cmd(BOOTPROF, ["list".as_ref(), out.as_os_str()])).ok();
+        assert!(
+            listed.stdout.contains("stats:report"),
+            "{linker:?}:{listed}"
+        );
+        run(cmd(&out, [] as [&str; 0])).ok();
+        let left = temporaries_left(t.path());
+        assert!(left.is_empty(), "{linker:?}: temporaries left {left:?}:{o}");
     }
 }
 
