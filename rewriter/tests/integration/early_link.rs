@@ -58,6 +58,18 @@ fn link_with_driver(t: &TempDir, name: &str, body: &str, out: &Path, objs: &[Pat
         .args(objs))
 }
 
+/// The linker options to link with: the default (GNU ld here), GNU ld by name, and lld where it
+/// is installed.
+fn linkers() -> Vec<&'static [&'static str]> {
+    let mut linkers: Vec<&[&str]> = vec![&[], &["-fuse-ld=bfd"]];
+    if have("lld") {
+        linkers.push(&["-fuse-ld=lld"]);
+    } else {
+        skipped("lld is not installed: GNU ld only");
+    }
+    linkers
+}
+
 /// Removes the directory a `--keep-temps` link names on stderr.
 fn remove_kept(o: &Out) {
     let kept = o
@@ -73,13 +85,7 @@ fn a_link_started_beside_the_rewriting_makes_the_same_binary() {
     require!("cc");
     let t = TempDir::new("early-same");
     let objs = objects(&t);
-    let mut linkers: Vec<&[&str]> = vec![&[], &["-fuse-ld=bfd"]];
-    if have("lld") {
-        linkers.push(&["-fuse-ld=lld"]);
-    } else {
-        skipped("lld is not installed: GNU ld only");
-    }
-    for linker in linkers {
+    for linker in linkers() {
         let (early, later) = (t.join("early"), t.join("later"));
         let o = link(&["--verbose"], linker, &early, &objs).ok();
         assert!(
@@ -126,13 +132,7 @@ fn a_link_of_small_objects_is_checked_once_its_linker_ends() {
         &["main.c", "stats.c", "util.c"],
         t.path(),
     );
-    let mut linkers: Vec<&[&str]> = vec![&[], &["-fuse-ld=bfd"]];
-    if have("lld") {
-        linkers.push(&["-fuse-ld=lld"]);
-    } else {
-        skipped("lld is not installed: GNU ld only");
-    }
-    for linker in linkers {
+    for linker in linkers() {
         let out = t.join("app");
         let o = link(&["--verbose"], linker, &out, &objs).ok();
         assert!(
