@@ -369,9 +369,11 @@ impl Gate {
                 return Err(std::io::Error::last_os_error());
             }
             if unread == 0 {
+                // For a second reading only: this link has its script, and a second linker
+                // without one fails on its own.
                 let file = self.path.with_extension("ld.written");
-                std::fs::write(&file, text)?;
-                std::fs::rename(&file, &self.path)?;
+                let _ =
+                    std::fs::write(&file, text).and_then(|()| std::fs::rename(&file, &self.path));
                 return Ok(true);
             }
             if child.try_wait()?.is_some() {

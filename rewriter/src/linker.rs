@@ -48,7 +48,13 @@ impl Linker {
         let mut pid = driver;
         loop {
             let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-                return Found::NotYet;
+                // The driver's own unreadable: no `/proc` to tell (the caller knows when the
+                // driver is gone). Below it, a process gone meanwhile.
+                return if parent.is_none() {
+                    Found::Never
+                } else {
+                    Found::NotYet
+                };
             };
             let Some(name) = exe.file_name().and_then(|n| n.to_str()) else {
                 return Found::Never;
@@ -121,6 +127,7 @@ fn children(pid: u32) -> Option<Vec<u32>> {
     Some(found)
 }
 
+/// [`children`], none when `/proc` does not say.
 fn children_of(pid: u32) -> Vec<u32> {
     children(pid).unwrap_or_default()
 }
