@@ -1,11 +1,13 @@
 //! The link started beside the rewriting: with GNU ld and lld, and an object of a megabyte or
 //! more, bootprof-link starts the driver before the inputs are rewritten, and the linker waits
 //! for bootprof's linker script, handed to it through a pipe once every input is written; and
-//! the end of a link, whose output is checked once its linker exits. These tests check that such a link makes the
-//! same binary as one started after the rewriting (`--keep-temps` starts it so), that the
-//! linker's messages are shown once, in order, and that a link that cannot go that way (a
-//! driver failing before its linker reads the script, a line the rewriting changes, a rewriting
-//! that fails) is abandoned without a trace and, where the rewriting succeeded, run again.
+//! the end of a link, whose output is checked once its linker exits. These tests check that
+//! such a link makes the same binary as one started after the rewriting (`--keep-temps` starts
+//! it so), that the linker's messages are shown once, in order, that a link that cannot go that
+//! way (a driver failing before its linker reads the script, a line the rewriting changes, a
+//! rewriting that fails) is abandoned without a trace and, where the rewriting succeeded, run
+//! again, that a driver script linking twice has its script and inputs both times, and that the
+//! linker's end is seen with or without a gate.
 
 use crate::util::{
     cmd, compile_c, compile_case, have, link_bin, read, require, run, skipped, source_dir,
