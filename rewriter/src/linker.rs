@@ -21,6 +21,27 @@ pub fn runs_once(line: &LinkLine) -> bool {
     !line.args.iter().any(|a| a == "-fno-use-linker-plugin")
 }
 
+/// A linker bootprof-link knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// GNU ld (`ld.bfd`): one thread.
+    Bfd,
+    /// LLVM's lld: several threads, after a long start (its LLVM library loaded).
+    Lld,
+}
+
+/// The linker a name is: an executable's file name (`ld.bfd`, `x86_64-linux-gnu-ld.bfd`,
+/// `ld.lld`, `lld`) or what `-fuse-ld=` names (`bfd`, `lld`); `None` for any other.
+pub fn kind(name: &str) -> Option<Kind> {
+    if name.ends_with("ld.bfd") || name == "bfd" {
+        Some(Kind::Bfd)
+    } else if name.ends_with("lld") {
+        Some(Kind::Lld)
+    } else {
+        None
+    }
+}
+
 /// A linker process under a running link's driver, to wait for.
 pub struct Linker {
     /// The process's file descriptor (`pidfd_open`): readable once it has exited.
@@ -67,7 +88,7 @@ impl Linker {
                     Found::NotYet
                 };
             };
-            if is_linker(name) {
+            if kind(name).is_some() {
                 if !children.is_empty() {
                     return Found::Never;
                 }
@@ -139,13 +160,6 @@ fn is_driver(name: &str) -> bool {
         .any(|part| ["cc", "c++", "gcc", "g++", "clang", "clang++", "collect2"].contains(&part))
 }
 
-/// Whether an executable's file name is GNU ld's or lld's (`ld`, `ld.bfd`, `ld.lld`, `lld`,
-/// with a target's prefix or not: `x86_64-linux-gnu-ld.bfd`).
-fn is_linker(name: &str) -> bool {
-    let base = name.rsplit('-').next().unwrap_or(name);
-    ["ld", "ld.bfd", "ld.lld", "lld"].contains(&base)
-}
-
 /// `pidfd_open(pid, 0)`.
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a process ID and flags; it returns a new descriptor or -1.
@@ -186,11 +200,15 @@ mod tests {
         for other in ["sh", "bash", "python3", "ccache", "make", "ld"] {
             assert!(!is_driver(other), "{other}");
         }
-        for linker in ["ld", "ld.bfd", "x86_64-linux-gnu-ld.bfd", "ld.lld", "lld"] {
-            assert!(is_linker(linker), "{linker}");
+        for bfd in ["ld.bfd", "x86_64-linux-gnu-ld.bfd", "bfd"] {
+            assert_eq!(kind(bfd), Some(Kind::Bfd), "{bfd}");
         }
-        for other in ["ld.gold", "mold", "ld.mold", "collect2", "gold"] {
-            assert!(!is_linker(other), "{other}");
+        for lld in ["ld.lld", "lld"] {
+            assert_eq!(kind(lld), Some(Kind::Lld), "{lld}");
+        }
+        // A file named `ld` itself is not told apart (`ld` on PATH is taken as what it links to).
+        for other in ["ld", "ld.gold", "mold", "ld.mold", "collect2", "gold"] {
+            assert_eq!(kind(other), None, "{other}");
         }
     }
 }

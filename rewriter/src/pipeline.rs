@@ -3,6 +3,7 @@
 
 use crate::args::LinkLine;
 use crate::error::{Error, Result};
+use crate::linker::Kind as Linker;
 use crate::{args, check, driver, gather, link, rewrite, runtime_lib, stubs};
 use bootprof_format::Kind;
 use std::collections::BTreeSet;
@@ -291,29 +292,11 @@ fn start_early(
     Some((running, plan, foreseen))
 }
 
-/// A linker the driver runs that bootprof-link knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Linker {
-    /// GNU ld (`ld.bfd`): one thread.
-    Bfd,
-    /// LLVM's lld: several threads, after a long start (its LLVM library loaded).
-    Lld,
-}
-
 /// The linker the driver runs for `line`, when it is GNU ld or lld: by the last `-fuse-ld=`,
 /// else by what `ld` on `PATH` is. `None` with `-B` (the driver looks for its linker there
 /// first) or clang's `--ld-path=`, and for any other linker. Both read their `-T` scripts first
 /// (`start_early`).
 fn known_linker(line: &LinkLine) -> Option<Linker> {
-    let known = |name: &str| {
-        if name.ends_with("ld.bfd") || name == "bfd" {
-            Some(Linker::Bfd)
-        } else if name.ends_with("lld") {
-            Some(Linker::Lld)
-        } else {
-            None
-        }
-    };
     if line
         .args
         .iter()
@@ -322,14 +305,14 @@ fn known_linker(line: &LinkLine) -> Option<Linker> {
         return None;
     }
     match crate::lto::fuse_ld(line) {
-        Some(linker) => known(linker),
+        Some(linker) => crate::linker::kind(linker),
         None => {
             let path = std::env::var_os("PATH")?;
             let ld = std::env::split_paths(&path)
                 .map(|d| d.join("ld"))
                 .find(|ld| ld.exists())?;
             let ld = std::fs::canonicalize(ld).ok()?;
-            known(&ld.file_name()?.to_string_lossy())
+            crate::linker::kind(&ld.file_name()?.to_string_lossy())
         }
     }
 }
