@@ -200,7 +200,7 @@ fn write_archive(
 }
 
 /// The header of the symbol index or the long-name table: no date, owner or mode.
-fn special_header(name: &[u8], size: usize) -> Header {
+pub(crate) fn special_header(name: &[u8], size: usize) -> Header {
     Header {
         name: field(name),
         date: field(b"0"),
@@ -213,7 +213,7 @@ fn special_header(name: &[u8], size: usize) -> Header {
 }
 
 /// A header field: `text` padded with spaces.
-fn field<const N: usize>(text: &[u8]) -> [u8; N] {
+pub(crate) fn field<const N: usize>(text: &[u8]) -> [u8; N] {
     let mut f = [b' '; N];
     f[..text.len()].copy_from_slice(text);
     f

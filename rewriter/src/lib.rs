@@ -36,6 +36,7 @@ pub mod length;
 pub mod link;
 pub mod linker;
 pub mod lto;
+pub mod pack;
 pub mod patch;
 pub mod pipeline;
 pub mod prelink;

@@ -4,7 +4,7 @@
 use crate::args::LinkLine;
 use crate::error::{Error, Result};
 use crate::linker::Kind as Linker;
-use crate::{args, check, driver, gather, link, rewrite, runtime_lib, stubs};
+use crate::{args, check, driver, gather, link, pack, rewrite, runtime_lib, stubs};
 use bootprof_format::Kind;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,7 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     let archives = gathered.archives;
     let codegen = gathered.codegen;
     let linker = known_linker(&line);
+    let packs = pack::Plan::new(&line, &gathered, linker.is_some());
     // The boundary checks made while GNU ld links, its one thread leaving the other CPUs free;
     // beside the rewriting for other linkers (lld's threads would share the CPUs with them, and
     // its long start leaves room beside the rewriting).
@@ -49,13 +50,14 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     let early_wanted = largest_object.unwrap_or(0) >= LARGE_OBJECT;
     let start_link = || {
         early_wanted
-            .then(|| start_early(&line, linker, runtime, &gathered, dir.path()))
+            .then(|| start_early(&line, linker, runtime, &gathered, &packs, dir.path()))
             .flatten()
     };
     let (early, rewritten) = if check_later && early_wanted {
         std::thread::scope(|s| {
             let rewriting = s.spawn(|| {
-                rewrite::rewrite_each(&line, &gathered, dir.path(), early_wanted, check_later)
+                let whole = early_wanted;
+                rewrite::rewrite_each(&line, &gathered, dir.path(), whole, check_later, &packs)
             });
             let early = start_link();
             let rewritten = rewriting.join();
@@ -67,7 +69,8 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
     } else {
         let early = start_link();
         let whole = early.is_some();
-        let rewritten = rewrite::rewrite_each(&line, &gathered, dir.path(), whole, check_later);
+        let rewritten =
+            rewrite::rewrite_each(&line, &gathered, dir.path(), whole, check_later, &packs);
         (early, rewritten)
     };
     if early.is_some() && line.options.verbose {
@@ -115,23 +118,36 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
         None => plan.link(&line, dir.path(), later, done_with_inputs, linker)?,
     };
     if line.options.stats {
-        let total = start.elapsed();
-        // One write: stderr is unbuffered, and `eprintln!` writes each piece on its own.
-        let stats = format!(
-            "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3} codegen_ms={:.3} check_ms={:.3}\n",
-            rewrites.objects,
-            archives,
-            rewrites.relocations,
-            rewrites.sites,
-            (scanned - codegen).as_secs_f64() * 1e3,
-            (total - scanned - checked).as_secs_f64() * 1e3,
-            total.as_secs_f64() * 1e3,
-            codegen.as_secs_f64() * 1e3,
-            checked.as_secs_f64() * 1e3
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), stats.as_bytes());
+        print_stats(&rewrites, archives, start, scanned, codegen, checked);
     }
     Ok(code)
+}
+
+/// Prints `--stats`' line: what `rewrites` counted, and where the time from `start` went (the
+/// rewriting until `scanned`, of which `codegen` was LTO's, and `checked` in output checks).
+fn print_stats(
+    rewrites: &rewrite::Rewrites,
+    archives: usize,
+    start: Instant,
+    scanned: std::time::Duration,
+    codegen: std::time::Duration,
+    checked: std::time::Duration,
+) {
+    let total = start.elapsed();
+    // One write: stderr is unbuffered, and `eprintln!` writes each piece on its own.
+    let stats = format!(
+        "bootprof-link: stats: objects={} archives={} relocations={} sites={} scan_ms={:.3} link_ms={:.3} total_ms={:.3} codegen_ms={:.3} check_ms={:.3}\n",
+        rewrites.objects,
+        archives,
+        rewrites.relocations,
+        rewrites.sites,
+        (scanned - codegen).as_secs_f64() * 1e3,
+        (total - scanned - checked).as_secs_f64() * 1e3,
+        total.as_secs_f64() * 1e3,
+        codegen.as_secs_f64() * 1e3,
+        checked.as_secs_f64() * 1e3
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), stats.as_bytes());
 }
 
 /// Says, under `--verbose`, that the link started beside the rewriting was abandoned, and why.
@@ -276,12 +292,13 @@ fn start_early(
     linker: Option<Linker>,
     runtime: &runtime_lib::Embedded,
     gathered: &gather::Gathered,
+    packs: &pack::Plan,
     dir: &Path,
 ) -> Option<(link::Running, LinkPlan, rewrite::Rewrites)> {
     if line.options.keep_temps || linker.is_none() {
         return None;
     }
-    let foreseen = rewrite::foresee(line, gathered, dir)?;
+    let foreseen = rewrite::foresee(line, gathered, dir, packs)?;
     let plan = LinkPlan::new(line, runtime, &foreseen, dir).ok()?;
     if !plan.script {
         return None;

@@ -10,6 +10,7 @@ use crate::elf::map;
 use crate::error::{Error, Location, Result};
 use crate::gather::{Gathered, Input, InputKind};
 use crate::hash::FxHashSet;
+use crate::pack::{self, Packer, Role};
 use crate::site::{Found, NotASite};
 use crate::{emit, patch, scan};
 use bootprof_format::{Form, Kind};
@@ -248,7 +249,10 @@ struct GuardCall {
 /// The outcome of rewriting one input.
 #[derive(Default)]
 pub(crate) struct Done {
+    /// The rewritten copy written alone, in the input's place.
     replacement: Option<PathBuf>,
+    /// Whether the rewritten copy went to a pack instead, and where that puts it.
+    role: Role,
     /// The names of the probe symbols referenced and defined, one after another: a buffer for
     /// them all, not one allocation a name (thousands, most of them looked at once).
     names: Vec<u8>,
@@ -356,11 +360,33 @@ fn live_reference(n: NotASite) -> Error {
 
 /// A unique, deterministic name for the private copy of argument `arg`.
 fn private_name(dir: &Path, arg: usize, path: &Path) -> PathBuf {
-    let base = path.file_name().and_then(|n| n.to_str()).unwrap_or("input");
-    dir.join(format!("{arg:04}-{base}"))
+    dir.join(pack::member_name(arg, path))
 }
 
-fn rewrite_input(input: &Input, dir: &Path, how: How) -> Result<Done> {
+/// Input `turn.i`'s turn to be placed in the packs, taken once: when its member is put, or
+/// when dropped (an input not rewritten, written alone, or failed), so that the inputs after it
+/// never wait for it in vain.
+struct Turn<'a, 'p> {
+    packer: &'a Packer<'p>,
+    i: usize,
+    taken: bool,
+}
+
+impl Turn<'_, '_> {
+    fn put(&mut self, member: Option<&emit::Emitted<'_>>) {
+        if !std::mem::replace(&mut self.taken, true) {
+            self.packer.put(self.i, member);
+        }
+    }
+}
+
+impl Drop for Turn<'_, '_> {
+    fn drop(&mut self) {
+        self.put(None);
+    }
+}
+
+fn rewrite_input(input: &Input, dir: &Path, how: How, turn: &mut Turn<'_, '_>) -> Result<Done> {
     let data = match &input.data {
         Some(data) => Arc::clone(data),
         None => Arc::new(map(&input.path)?),
@@ -385,6 +411,10 @@ fn rewrite_input(input: &Input, dir: &Path, how: How) -> Result<Done> {
             };
             done.absorb(&file, &found, how.verbose);
             if let Some(emitted) = emitted {
+                if turn.packer.packs(turn.i) {
+                    turn.put(Some(&emitted));
+                    return Ok(done);
+                }
                 let out = new_at(dir);
                 write_file(&out, how.whole, |f| emitted.write_to(f))?;
                 done.replacement = Some(out);
@@ -443,34 +473,53 @@ struct How {
     check_later: bool,
 }
 
-/// Rewrites `inputs` on up to `available_parallelism` threads; results in input order.
-fn rewrite_all(inputs: &[Input], dir: &Path, how: How) -> Vec<Result<Done>> {
+/// Rewrites `inputs` on up to `available_parallelism` threads, packed as `plan` says; results
+/// in input order.
+fn rewrite_all(inputs: &[Input], dir: &Path, how: How, plan: &pack::Plan) -> Vec<Result<Done>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(inputs.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Done>>>> =
         Mutex::new((0..inputs.len()).map(|_| None).collect());
+    let packer = Packer::new(plan, dir, inputs.iter().map(|i| i.arg).collect(), how.whole);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
+                // In input order: a pack's members are written in turn.
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(input) = inputs.get(i) else { break };
-                let r = rewrite_input(input, dir, how);
+                let mut turn = Turn {
+                    packer: &packer,
+                    i,
+                    taken: false,
+                };
+                let r = rewrite_input(input, dir, how, &mut turn);
+                drop(turn);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
     });
-    results
-        .into_inner()
+    let mut results: Vec<Result<Done>> = (results.into_inner())
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
         .map(|r| r.expect("every input was rewritten"))
-        .collect()
+        .collect();
+    match packer.finish() {
+        Ok(roles) => {
+            for (r, role) in results.iter_mut().zip(roles) {
+                if let Ok(done) = r {
+                    done.role = role;
+                }
+            }
+        }
+        Err((i, e)) => results[i] = Err(e),
+    }
+    results
 }
 
-/// Rewrites every input of `gathered` (from `line`) into `dir`; each written `whole` (see
-/// `write_file`) for a link already started. With `check_later`, the instruction-boundary
+/// Rewrites every input of `gathered` (from `line`) into `dir`, packed as `plan` says; each
+/// written `whole` (see `write_file`) for a link already started. With `check_later`, the instruction-boundary
 /// checks of objects' large sections are left in [`Rewrites::later`]: the caller makes them
 /// ([`check_later`]) before it uses anything linked from these inputs. It borrows `gathered`,
 /// so that the link can be started from it meanwhile; [`finish_rewrites`] hands on the
@@ -481,13 +530,14 @@ pub(crate) fn rewrite_each(
     dir: &Path,
     whole: bool,
     check_later: bool,
+    plan: &pack::Plan,
 ) -> Vec<Result<Done>> {
     let how = How {
         verbose: line.options.verbose,
         whole,
         check_later,
     };
-    rewrite_all(&gathered.inputs, dir, how)
+    rewrite_all(&gathered.inputs, dir, how, plan)
 }
 
 /// The first error of what [`rewrite_each`] did, or the rewrites of `gathered`.
@@ -515,7 +565,12 @@ pub(crate) fn finish_rewrites(
 /// that does not parse (the rewriting says why). An object that references probe symbols it
 /// does not define is foreseen rewritten. Where that is wrong (its references are no calls, or
 /// it calls probe symbols it defines itself), the line differs, which the caller sees.
-pub fn foresee(line: &LinkLine, gathered: &Gathered, dir: &Path) -> Option<Rewrites> {
+pub fn foresee(
+    line: &LinkLine,
+    gathered: &Gathered,
+    dir: &Path,
+    plan: &pack::Plan,
+) -> Option<Rewrites> {
     let mut dones = Vec::with_capacity(gathered.inputs.len());
     for input in &gathered.inputs {
         if input.kind != InputKind::Object {
@@ -540,6 +595,15 @@ pub fn foresee(line: &LinkLine, gathered: &Gathered, dir: &Path) -> Option<Rewri
         };
         done.absorb(&file, &found, false);
         dones.push(done);
+    }
+    // Packed as the rewriting will pack them.
+    let rewritten: Vec<bool> = dones.iter().map(|d| d.replacement.is_some()).collect();
+    let args: Vec<usize> = gathered.inputs.iter().map(|i| i.arg).collect();
+    for (done, role) in dones.iter_mut().zip(plan.roles(dir, &args, &rewritten)) {
+        if role != Role::Alone {
+            done.replacement = None;
+        }
+        done.role = role;
     }
     let gathered = Gathered {
         args: gathered.args.clone(),
@@ -567,6 +631,8 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         ..Rewrites::default()
     };
     let mut guard_calls = Vec::new();
+    // The packs, by the argument of their first member, in whose place they stand.
+    let mut packs = BTreeMap::new();
     for (input, done) in inputs.iter().zip(&mut dones) {
         guard_calls.append(&mut done.guard_calls);
         r.objects += done.objects;
@@ -576,6 +642,19 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         r.walks_stacks |= done.walks_stacks;
         r.notes.append(&mut done.notes);
         r.later.extend(done.later.take());
+        match std::mem::replace(&mut done.role, Role::Alone) {
+            Role::Alone => {}
+            Role::Starts(pack) => {
+                let name = input.path.display().to_string();
+                packs.insert(input.arg, (pack.display().to_string(), vec![name]));
+            }
+            Role::Joins => {
+                removed.insert(input.arg);
+                if let Some((_, members)) = packs.values_mut().next_back() {
+                    members.push(input.path.display().to_string());
+                }
+            }
+        }
         if let Some(new) = done.replacement.take() {
             let new = new.display().to_string();
             match line.kinds.get(input.arg) {
@@ -618,10 +697,22 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         .filter(|(name, _)| !is_defined(name))
         .map(|(name, kind)| (name.to_vec(), kind))
         .collect();
-    r.args = order
-        .into_iter()
-        .filter(|i| !removed.contains(i))
-        .map(|i| std::mem::take(&mut args[i]))
-        .collect();
+    if line.options.verbose {
+        for (pack, members) in packs.values() {
+            r.notes.push(format!(
+                "{pack}: the rewritten {}, read whole as one archive",
+                members.join(" ")
+            ));
+        }
+    }
+    r.args = Vec::with_capacity(order.len() + 2 * packs.len());
+    for i in order.into_iter().filter(|i| !removed.contains(i)) {
+        match packs.remove(&i) {
+            Some((pack, _)) => r
+                .args
+                .extend([pack::BEFORE.into(), pack, pack::AFTER.into()]),
+            None => r.args.push(std::mem::take(&mut args[i])),
+        }
+    }
     Ok(r)
 }

@@ -20,6 +20,7 @@
 //! | [`structure`] | the crates' modules form layers: no import cycle |
 //! | [`table`] | the site table's relocations (one per text section and target), and a version 1 table listing and counting as its version 2 table |
 //! | [`realworld`] | bzip2, lz4, jsoncpp, mksh and the sqlite3 shell from Debian's sources: `tests/realworld/run --ci` |
+//! | [`packs`] | objects side by side linked as one archive read whole: the same binary as named one by one, with both linkers; the line's `--whole-archive` kept |
 //! | [`objdump`] | the independent count of call sites in the inputs |
 //! | [`flamechart_script`] | the flame chart's zoom, reset and search, driven in headless Chromium |
 //! | [`elf`], [`json`], [`util`] | hand-written ELF reading, `bootprof list --json` read, helpers |
@@ -43,6 +44,7 @@ mod linker_scripts;
 mod lto;
 mod matrix;
 mod objdump;
+mod packs;
 mod realworld;
 mod report;
 mod rust;
