@@ -181,6 +181,22 @@ struct State {
     waiting: BTreeMap<usize, Waiting>,
     /// Their bytes.
     waiting_bytes: usize,
+    /// Whether the thread writing panicked: nobody waits any more (the panic ends the rewriting).
+    failed: bool,
+}
+
+/// The writing taken by a thread: given up for the others if it panics, so that they do not
+/// wait for a turn that never comes.
+struct Writing<'a, 'p>(&'a Packer<'p>);
+
+impl Drop for Writing<'_, '_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.failed = true;
+        state.writing = false;
+        drop(state);
+        self.0.turn.notify_all();
+    }
 }
 
 #[derive(Default)]
@@ -250,14 +266,19 @@ impl<'p> Packer<'p> {
         let mut copy: Option<Waiting> = None;
         let mut state = self.lock();
         loop {
+            if state.failed {
+                return;
+            }
             if state.next == i && !state.writing {
                 state.writing = true;
                 drop(state);
+                let writing = Writing(self);
                 match &copy {
                     Some(bytes) => self.place(i, bytes.as_deref().map(Bytes::Copy)),
                     None => self.place(i, member),
                 }
-                return self.place_waiting(i + 1);
+                self.place_waiting(i + 1);
+                return std::mem::forget(writing);
             }
             let Some(waiting) = &copy else {
                 drop(state);
@@ -605,5 +626,32 @@ mod tests {
             e.to_string().contains("/nonexistent/bootprof/0002.pack.a"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_writer_that_panics_leaves_no_thread_waiting() {
+        let l = line(&["cc", "-o", "app", "a.o", "b.o", "c.o"]);
+        let g = gathered(&l, &[2, 3, 4]);
+        let plan = Plan::new(&l, &g, true);
+        let dir = tempfile::tempdir().unwrap();
+        let mut packer = Packer::new(&plan, dir.path(), vec![2, 3, 4], false);
+        packer.ahead = 1;
+        // Inputs 1 and 2 wait (the second for room), input 0's writer panics while placing it.
+        let joined = std::thread::scope(|s| {
+            let packer = &packer;
+            packer.put_bytes(1, Some(Bytes::Copy(b"b")));
+            let waiting = s.spawn(move || packer.put_bytes(2, Some(Bytes::Copy(b"c"))));
+            let panicking = s.spawn(move || {
+                let _writing = {
+                    let mut state = packer.lock();
+                    state.writing = true;
+                    Writing(packer)
+                };
+                panic!("a writer's bug");
+            });
+            (panicking.join().is_err(), waiting.join().is_ok())
+        });
+        assert_eq!(joined, (true, true), "the waiting thread returned");
+        assert!(packer.finish().is_err(), "the inputs were not all placed");
     }
 }

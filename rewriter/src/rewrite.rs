@@ -519,11 +519,11 @@ fn rewrite_all(inputs: &[Input], dir: &Path, how: How, plan: &pack::Plan) -> Vec
 }
 
 /// Rewrites every input of `gathered` (from `line`) into `dir`, packed as `plan` says; each
-/// written `whole` (see `write_file`) for a link already started. With `check_later`, the instruction-boundary
-/// checks of objects' large sections are left in [`Rewrites::later`]: the caller makes them
-/// ([`check_later`]) before it uses anything linked from these inputs. It borrows `gathered`,
-/// so that the link can be started from it meanwhile; [`finish_rewrites`] hands on the
-/// [`Rewrites`]. Each input rewritten, or why not.
+/// written `whole` (see `write_file`) for a link already started. With `check_later`, the
+/// instruction-boundary checks of objects' large sections are left in [`Rewrites::later`]: the
+/// caller makes them ([`check_later`]) before it uses anything linked from these inputs. It
+/// borrows `gathered`, so that the link can be started from it meanwhile; [`finish_rewrites`]
+/// hands on the [`Rewrites`]. Each input rewritten, or why not.
 pub(crate) fn rewrite_each(
     line: &LinkLine,
     gathered: &Gathered,
