@@ -14,6 +14,7 @@ use object::archive::Header;
 use object::read::archive::{ArchiveFile, ArchiveKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 
 /// Size of a member header.
@@ -181,49 +182,90 @@ fn write_archive(
             table.push(0);
         }
         let name: &[u8] = if wide { b"/SYM64/" } else { b"/" };
-        append_member(&mut out, &special_header(name, table.len()), &table);
+        append_bytes(&mut out, header(name, b"0"), &table)?;
     }
     if !long_names.is_empty() {
-        append_member(
-            &mut out,
-            &special_header(b"//", long_names.len()),
-            &long_names,
-        );
+        append_bytes(&mut out, header(b"//", b"0"), &long_names)?;
     }
     for (m, name) in members.iter().zip(name_fields) {
         let mut header = *m.header;
         header.name = field(&name);
-        header.size = field(m.data.len().to_string().as_bytes());
-        append_member(&mut out, &header, &m.data);
+        append_bytes(&mut out, header, &m.data)?;
     }
     Ok(out)
 }
 
-/// The header of the symbol index or the long-name table: no date, owner or mode.
-pub(crate) fn special_header(name: &[u8], size: usize) -> Header {
+/// [`append_member`] of `data`, in memory.
+fn append_bytes(out: &mut Vec<u8>, header: Header, data: &[u8]) -> std::result::Result<(), String> {
+    append_member(out, header, data.len(), |f| f.write_all(data)).map_err(|e| e.to_string())
+}
+
+/// A member's header named by the field `name`, with no date or owner, and `mode`; its size
+/// is [`append_member`]'s to set. (Mode 0 for the symbol index and the long-name table.)
+pub(crate) fn header(name: &[u8], mode: &[u8]) -> Header {
     Header {
         name: field(name),
         date: field(b"0"),
         uid: field(b"0"),
         gid: field(b"0"),
-        mode: field(b"0"),
-        size: field(size.to_string().as_bytes()),
+        mode: field(mode),
+        size: field(b"0"),
         terminator: object::archive::TERMINATOR,
     }
 }
 
 /// A header field: `text` padded with spaces.
-pub(crate) fn field<const N: usize>(text: &[u8]) -> [u8; N] {
+fn field<const N: usize>(text: &[u8]) -> [u8; N] {
     let mut f = [b' '; N];
     f[..text.len()].copy_from_slice(text);
     f
 }
 
-/// Appends a member: its header, its contents, and a newline to make its size even.
-fn append_member(out: &mut Vec<u8>, header: &Header, data: &[u8]) {
-    out.extend_from_slice(object::pod::bytes_of(header));
-    out.extend_from_slice(data);
-    if data.len() & 1 == 1 {
-        out.push(b'\n');
+/// Appends a member to an archive being written: `header`, its size set to `size`; the
+/// contents, which `write` writes (an error unless they are `size` bytes); and a newline to make
+/// the size even.
+pub(crate) fn append_member<W: Write>(
+    out: &mut W,
+    mut header: Header,
+    size: usize,
+    write: impl FnOnce(&mut Counted<'_, W>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    header.size = field(size.to_string().as_bytes());
+    out.write_all(object::pod::bytes_of(&header))?;
+    let mut counted = Counted { out, len: 0 };
+    write(&mut counted)?;
+    if counted.len != size {
+        return Err(std::io::Error::other(format!(
+            "a member of {size} bytes written as {}",
+            counted.len
+        )));
+    }
+    if size & 1 == 1 {
+        counted.out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// A writer that counts what it passes on.
+pub(crate) struct Counted<'a, W: Write> {
+    out: &'a mut W,
+    len: usize,
+}
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.len += n;
+        Ok(n)
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        let n = self.out.write_vectored(bufs)?;
+        self.len += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }

@@ -17,12 +17,11 @@
 //! finishes the next one: a thread that finishes an object ahead of its turn leaves a copy of
 //! its bytes (at most 64 MiB of them wait at once) and goes on rewriting.
 
-use crate::archive::{field, special_header};
+use crate::archive::{append_member, header};
 use crate::args::{ArgKind, LinkLine};
 use crate::emit::Emitted;
 use crate::error::{Error, Result};
 use crate::gather::{Gathered, InputKind};
-use object::archive::Header;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -363,7 +362,7 @@ impl<'p> Packer<'p> {
         let file = File::create(&writing).and_then(|f| {
             let mut file = BufWriter::with_capacity(64 << 10, f);
             file.write_all(&object::archive::MAGIC)?;
-            append(&mut file, &special_header(b"//", table.len()), |f| {
+            append_member(&mut file, header(b"//", b"0"), table.len(), |f| {
                 f.write_all(table)
             })?;
             Ok(file)
@@ -377,17 +376,14 @@ impl<'p> Packer<'p> {
     }
 
     fn append(&self, open: &mut OpenPack, i: usize, member: &Bytes<'_, '_>) -> Result<()> {
-        let header = Header {
-            name: field(format!("/{}", self.plan.name_at[i]).as_bytes()),
-            date: field(b"0"),
-            uid: field(b"0"),
-            gid: field(b"0"),
-            mode: field(b"644"),
-            size: field(member.len().to_string().as_bytes()),
-            terminator: object::archive::TERMINATOR,
-        };
-        append(&mut open.file, &header, |f| member.write_to(f))
-            .map_err(|e| Error::io(&open.writing, e))
+        let name = format!("/{}", self.plan.name_at[i]);
+        append_member(
+            &mut open.file,
+            header(name.as_bytes(), b"644"),
+            member.len(),
+            |f| member.write_to(f),
+        )
+        .map_err(|e| Error::io(&open.writing, e))
     }
 
     /// Closes the open pack, if any: written out, and at its name.
@@ -425,56 +421,6 @@ impl<'p> Packer<'p> {
             Some(e) => Err(e),
             None => Ok(w.roles),
         }
-    }
-}
-
-/// Appends a member to an archive being written: its header, its contents (`write`, `size`
-/// bytes as the header says), and a newline to make its size even.
-fn append<W: Write>(
-    out: &mut W,
-    header: &Header,
-    write: impl FnOnce(&mut Counted<'_, W>) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    out.write_all(object::pod::bytes_of(header))?;
-    let mut counted = Counted { out, len: 0 };
-    write(&mut counted)?;
-    let size: usize = std::str::from_utf8(&header.size)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(usize::MAX);
-    if counted.len != size {
-        return Err(std::io::Error::other(format!(
-            "a member of {} bytes written as {}",
-            size, counted.len
-        )));
-    }
-    if size & 1 == 1 {
-        counted.out.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
-/// A writer that counts what it passes on.
-struct Counted<'a, W: Write> {
-    out: &'a mut W,
-    len: usize,
-}
-
-impl<W: Write> Write for Counted<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.out.write(buf)?;
-        self.len += n;
-        Ok(n)
-    }
-
-    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-        let n = self.out.write_vectored(bufs)?;
-        self.len += n;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
     }
 }
 
