@@ -358,7 +358,10 @@ impl<'p> Packer<'p> {
         } else {
             path.to_path_buf()
         };
-        let table = &self.plan.tables[self.plan.run[i].unwrap_or_default()];
+        let run = self.plan.run.get(i).copied().flatten();
+        let table = run
+            .and_then(|run| self.plan.tables.get(run))
+            .ok_or_else(|| Error::Internal(format!("input {i} starts a pack outside a run")))?;
         let file = File::create(&writing).and_then(|f| {
             let mut file = BufWriter::with_capacity(64 << 10, f);
             file.write_all(&object::archive::MAGIC)?;

@@ -631,8 +631,10 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         ..Rewrites::default()
     };
     let mut guard_calls = Vec::new();
-    // The packs, by the argument of their first member, in whose place they stand.
+    // The packs, by the argument of their first member, in whose place they stand; and the
+    // last one started, which a member that joins is in.
     let mut packs = BTreeMap::new();
+    let mut last_pack = None;
     for (input, done) in inputs.iter().zip(&mut dones) {
         guard_calls.append(&mut done.guard_calls);
         r.objects += done.objects;
@@ -647,10 +649,11 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
             Role::Starts(pack) => {
                 let name = input.path.display().to_string();
                 packs.insert(input.arg, (pack.display().to_string(), vec![name]));
+                last_pack = Some(input.arg);
             }
             Role::Joins => {
                 removed.insert(input.arg);
-                if let Some((_, members)) = packs.values_mut().next_back() {
+                if let Some((_, members)) = last_pack.and_then(|arg| packs.get_mut(&arg)) {
                     members.push(input.path.display().to_string());
                 }
             }
