@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
 /// a temporary file beside `line.output`, the linker reporting every file that references one of
-/// `traced`; makes `checks` meanwhile (what the linker prints is held back until they pass; when
+/// `messages.traced`; makes `checks` meanwhile (what the linker prints is held back until they pass; when
 /// they fail, the link is abandoned and their error returned); checks the references and the
 /// binary, and puts the binary in `line.output`'s place when both are right (removing it
 /// otherwise). Once the linker has exited, `done_with_inputs` runs on a thread of its own beside
@@ -27,13 +27,13 @@ use std::sync::{Arc, Mutex};
 pub fn final_link(
     line: &LinkLine,
     args: &[String],
-    traced: &BTreeSet<String>,
+    messages: &Messages,
     dir: &Path,
     checks: impl FnOnce() -> Result<()>,
     done_with_inputs: impl FnOnce() + Send,
     linker_known: bool,
 ) -> Result<(i32, std::time::Duration)> {
-    start(line, args, traced, dir, None, linker_known)?.finish_checked(
+    start(line, args, messages, dir, None, linker_known)?.finish_checked(
         line,
         args,
         checks,
@@ -47,7 +47,7 @@ pub fn final_link(
 pub fn start(
     line: &LinkLine,
     args: &[String],
-    traced: &BTreeSet<String>,
+    messages: &Messages,
     dir: &Path,
     gate: Option<Gate>,
     linker_known: bool,
@@ -56,7 +56,7 @@ pub fn start(
     // Creating the temporary checks that the output can be written at all before the link.
     let tmp = temporary_output(output).map_err(|e| Error::io(output, e))?;
     let mut linked = redirect_output(line, args.to_vec(), &tmp);
-    linked.extend(traced.iter().map(|s| format!("-Wl,--trace-symbol={s}")));
+    linked.extend((messages.traced.iter()).map(|s| format!("-Wl,--trace-symbol={s}")));
     let mut cmd = driver_command(&line.driver, &linked, dir)?;
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
@@ -65,14 +65,14 @@ pub fn start(
         .spawn()
         .map_err(|source| Error::Spawn { program, source })?;
     let hold = Arc::new(Mutex::new(Hold::Held(Vec::new())));
-    let traced = Arc::new(traced.clone());
+    let messages = Arc::new(messages.clone());
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let (stdout, stderr) = (OwnedFd::from(stdout), OwnedFd::from(stderr));
     let passing = [(Stream::Out, stdout), (Stream::Err, stderr)].map(|(to, from)| {
         let from = std::fs::File::from(from);
-        let (hold, traced) = (Arc::clone(&hold), Arc::clone(&traced));
-        std::thread::spawn(move || forward(from, to, &hold, &traced))
+        let (hold, messages) = (Arc::clone(&hold), Arc::clone(&messages));
+        std::thread::spawn(move || forward(from, to, &hold, &messages))
     });
     let find_linker = linker_known && linker::runs_once(line);
     Ok(Running {
@@ -423,21 +423,22 @@ fn write_line(mut to: impl Write, line: &[u8]) -> std::io::Result<()> {
     to.flush()
 }
 
-/// Passes `from` to `to` line by line as `hold` says, keeping back (and returning) the trace
-/// lines about `traced`.
+/// Passes `from` to `to` line by line as `hold` says, as `messages` says: the trace lines kept
+/// back (and returned), the inputs named as the line names them.
 fn forward(
     from: impl std::io::Read,
     to: Stream,
     hold: &Mutex<Hold>,
-    traced: &BTreeSet<String>,
+    messages: &Messages,
 ) -> Vec<Traced> {
     let mut reports = Vec::new();
     for line in std::io::BufReader::new(from).split(b'\n') {
         let Ok(line) = line else { break };
-        if let Some(t) = check::parse_traced(&String::from_utf8_lossy(&line), traced) {
+        if let Some(t) = check::parse_traced(&String::from_utf8_lossy(&line), &messages.traced) {
             reports.push(t);
             continue;
         }
+        let line = messages.renames.apply(line);
         match &mut *lock(hold) {
             Hold::Held(lines) => lines.push((to, line)),
             Hold::Through => to.write_line(&line),
@@ -445,6 +446,47 @@ fn forward(
         }
     }
     reports
+}
+
+/// What becomes of the driver's messages.
+#[derive(Debug, Clone, Default)]
+pub struct Messages {
+    /// The symbols the linker reports the references of: its trace lines are kept back for the
+    /// check ([`check::check_references`]).
+    pub traced: BTreeSet<String>,
+    /// The names said in place of the inputs' private copies.
+    pub renames: Renames,
+}
+
+/// The names the linker's messages give the private copies of inputs, and the inputs' own
+/// names, which the messages say instead: a message about `DIR/0003.pack.a(0003-main.o)` or
+/// `DIR/0003-main.o` names `main.o`, as the plain link's would.
+#[derive(Debug, Clone, Default)]
+pub struct Renames {
+    pairs: Vec<(String, String)>,
+}
+
+impl Renames {
+    /// Messages name `private` as `own`, for each pair.
+    pub fn new(pairs: Vec<(String, String)>) -> Renames {
+        Renames { pairs }
+    }
+
+    /// `line` with each private name in it replaced by its input's own (a line that is not
+    /// UTF-8 as it is).
+    fn apply(&self, line: Vec<u8>) -> Vec<u8> {
+        let Ok(text) = std::str::from_utf8(&line) else {
+            return line;
+        };
+        let mut renamed = None::<String>;
+        for (private, own) in &self.pairs {
+            let current = renamed.as_deref().unwrap_or(text);
+            if current.contains(private.as_str()) {
+                renamed = Some(current.replace(private.as_str(), own));
+            }
+        }
+        renamed.map_or(line, String::into_bytes)
+    }
 }
 
 /// Puts the linked file `tmp` in the place of `output` at once, as a rename does, without
@@ -540,8 +582,44 @@ pub fn redirect_output(line: &LinkLine, mut args: Vec<String>, tmp: &Path) -> Ve
 
 #[cfg(test)]
 mod tests {
-    use super::{replace_output, Checked};
+    use super::{replace_output, Checked, Renames};
     use std::path::Path;
+
+    #[test]
+    fn messages_name_the_inputs_as_the_line_does() {
+        let pack = "/tmp/bootprof-link.1.x/0003.pack.a";
+        let mut pairs = vec![crate::pack::archive_suffix(pack)];
+        pairs.extend(crate::pack::member_renames(
+            pack,
+            3,
+            Path::new("obj/main.o"),
+        ));
+        pairs.push(("/tmp/bootprof-link.1.x/0005-util.o".into(), "util.o".into()));
+        let renames = Renames::new(pairs);
+        let apply = |line: &str| String::from_utf8(renames.apply(line.into())).unwrap();
+        // GNU ld's, for a member and for a file alone.
+        assert_eq!(
+            apply(
+                "/usr/bin/ld: /tmp/bootprof-link.1.x/0003.pack.a(0003-main.o): in function `main':"
+            ),
+            "/usr/bin/ld: obj/main.o: in function `main':"
+        );
+        assert_eq!(
+            apply("/usr/bin/ld: /tmp/bootprof-link.1.x/0005-util.o:(.text+0x8): undefined"),
+            "/usr/bin/ld: util.o:(.text+0x8): undefined"
+        );
+        // lld's member.
+        assert_eq!(
+            apply(">>>               0003-main.o:(main) in archive /tmp/bootprof-link.1.x/0003.pack.a"),
+            ">>>               obj/main.o:(main)"
+        );
+        assert_eq!(
+            apply("collect2: error: ld returned 1"),
+            "collect2: error: ld returned 1"
+        );
+        let not_utf8 = b"\xff /tmp/bootprof-link.1.x/0005-util.o".to_vec();
+        assert_eq!(renames.apply(not_utf8.clone()), not_utf8);
+    }
 
     #[test]
     fn a_check_stands_for_the_file_it_checked_and_no_other() {

@@ -150,6 +150,23 @@ pub fn member_name(arg: usize, path: &Path) -> String {
     format!("{arg:04}-{base}")
 }
 
+/// How the linkers' messages name the member for input `arg` (`path`) of the pack at `pack`,
+/// each with the input's own name to say instead: GNU ld's (and lld's) `PACK(MEMBER)`, and
+/// lld's `MEMBER:(symbol)` (followed by [`archive_suffix`]).
+pub fn member_renames(pack: &str, arg: usize, path: &Path) -> [(String, String); 2] {
+    let (member, own) = (member_name(arg, path), path.display().to_string());
+    [
+        (format!("{pack}({member})"), own.clone()),
+        (format!("{member}:("), format!("{own}:(")),
+    ]
+}
+
+/// What lld adds after a pack's member, `in archive PACK`, and nothing to say instead: the
+/// plain link's message names the object alone.
+pub fn archive_suffix(pack: &str) -> (String, String) {
+    (format!(" in archive {pack}"), String::new())
+}
+
 /// A member ahead of its turn, or an input that is no member: its bytes, if it is one.
 type Waiting = Option<Vec<u8>>;
 

@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use crate::linker::Kind as Linker;
 use crate::{args, check, driver, gather, link, pack, rewrite, runtime_lib, stubs};
 use bootprof_format::Kind;
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -162,8 +161,9 @@ fn note_abandoned(line: &LinkLine, why: &str) {
 struct LinkPlan {
     /// The driver's arguments (the output not yet redirected).
     args: Vec<String>,
-    /// The symbols the linker reports the references of ([`check::traced_symbols`]).
-    traced: BTreeSet<String>,
+    /// The symbols the linker reports the references of ([`check::traced_symbols`]), and the
+    /// inputs' own names for their private copies in its messages.
+    messages: link::Messages,
     /// The probe symbols to stub; none: no stub object (no site in the link).
     stubs: Vec<(Vec<u8>, Kind)>,
     /// The runtime library the stubs name (the lean runtime loads it).
@@ -219,7 +219,10 @@ impl LinkPlan {
         let stubs = rewrites.referenced.iter().map(|(n, k)| (n.clone(), *k));
         Ok(LinkPlan {
             args,
-            traced,
+            messages: link::Messages {
+                traced,
+                renames: link::Renames::new(rewrites.renames.clone()),
+            },
             stubs: stubs.collect(),
             library: runtime.library,
             script,
@@ -264,7 +267,7 @@ impl LinkPlan {
         link::final_link(
             line,
             &self.args,
-            &self.traced,
+            &self.messages,
             dir,
             checks,
             done_with_inputs,
@@ -305,7 +308,7 @@ fn start_early(
     }
     plan.write_fragment(dir).ok()?;
     let gate = link::Gate::new(&dir.join(SCRIPT)).ok()?;
-    let running = link::start(line, &plan.args, &plan.traced, dir, Some(gate), true).ok()?;
+    let running = link::start(line, &plan.args, &plan.messages, dir, Some(gate), true).ok()?;
     Some((running, plan, foreseen))
 }
 

@@ -225,6 +225,8 @@ pub struct Rewrites {
     pub notes: Vec<String>,
     /// The instruction-boundary checks left for [`check_later`] (see `rewrite_each`).
     pub later: Vec<LaterChecks>,
+    /// Each private copy, as the linker's messages name it, and its input's own name.
+    pub renames: Vec<(String, String)>,
 }
 
 impl Rewrites {
@@ -644,22 +646,29 @@ fn combine(line: &LinkLine, gathered: Gathered, mut dones: Vec<Done>) -> Result<
         r.walks_stacks |= done.walks_stacks;
         r.notes.append(&mut done.notes);
         r.later.extend(done.later.take());
-        match std::mem::replace(&mut done.role, Role::Alone) {
+        match std::mem::take(&mut done.role) {
             Role::Alone => {}
             Role::Starts(pack) => {
-                let name = input.path.display().to_string();
-                packs.insert(input.arg, (pack.display().to_string(), vec![name]));
+                let pack = pack.display().to_string();
+                r.renames.push(pack::archive_suffix(&pack));
+                r.renames
+                    .extend(pack::member_renames(&pack, input.arg, &input.path));
+                packs.insert(input.arg, (pack, vec![input.path.display().to_string()]));
                 last_pack = Some(input.arg);
             }
             Role::Joins => {
                 removed.insert(input.arg);
-                if let Some((_, members)) = last_pack.and_then(|arg| packs.get_mut(&arg)) {
+                if let Some((pack, members)) = last_pack.and_then(|arg| packs.get_mut(&arg)) {
+                    r.renames
+                        .extend(pack::member_renames(pack, input.arg, &input.path));
                     members.push(input.path.display().to_string());
                 }
             }
         }
         if let Some(new) = done.replacement.take() {
             let new = new.display().to_string();
+            r.renames
+                .push((new.clone(), input.path.display().to_string()));
             match line.kinds.get(input.arg) {
                 // `-l name` is two arguments: the path replaces both.
                 Some(ArgKind::Library) if line.args[input.arg] == "-l" => {

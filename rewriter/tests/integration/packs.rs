@@ -133,3 +133,35 @@ fn the_lines_own_whole_archive_holds_after_a_pack() {
         );
     }
 }
+
+#[test]
+fn the_linkers_messages_name_the_objects_not_their_private_copies() {
+    require!("cc");
+    let t = TempDir::new("packs-names");
+    let objs = compile_case(
+        "probes-multi-tu",
+        &["main.c", "util.c", "stats.c"],
+        t.path(),
+    );
+    for linker in linkers() {
+        // stats.o left out: main.o's calls into it are undefined. Packed (main.o and util.o
+        // side by side) and alone (main.o by itself).
+        for objs in [&objs[..2], &objs[..1]] {
+            let o = link(&[], linker, &t.join("app"), objs);
+            assert_ne!(o.code, Some(0), "{linker}: the link succeeded:{o}");
+            assert!(
+                o.stderr.contains("stats_add"),
+                "{linker}: no undefined reference:{o}"
+            );
+            let main = objs[0].display().to_string();
+            assert!(
+                o.stderr.contains(&format!("{main}:")),
+                "{linker}: main.o is not named as the line names it:{o}"
+            );
+            assert!(
+                !o.stderr.contains("bootprof-link.") && !o.stderr.contains("pack.a"),
+                "{linker}: a private copy is named:{o}"
+            );
+        }
+    }
+}
