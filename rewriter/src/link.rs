@@ -587,15 +587,14 @@ mod tests {
 
     #[test]
     fn messages_name_the_inputs_as_the_line_does() {
+        // As `rewrite` makes them (`pack::member_renames`, `pack::archive_suffix`).
         let pack = "/tmp/bootprof-link.1.x/0003.pack.a";
-        let mut pairs = vec![crate::pack::archive_suffix(pack)];
-        pairs.extend(crate::pack::member_renames(
-            pack,
-            3,
-            Path::new("obj/main.o"),
-        ));
-        pairs.push(("/tmp/bootprof-link.1.x/0005-util.o".into(), "util.o".into()));
-        let renames = Renames::new(pairs);
+        let renames = Renames::new(vec![
+            (format!(" in archive {pack}"), String::new()),
+            (format!("{pack}(0003-main.o)"), "obj/main.o".into()),
+            ("0003-main.o:(".into(), "obj/main.o:(".into()),
+            ("/tmp/bootprof-link.1.x/0005-util.o".into(), "util.o".into()),
+        ]);
         let apply = |line: &str| String::from_utf8(renames.apply(line.into())).unwrap();
         // GNU ld's, for a member and for a file alone.
         assert_eq!(
