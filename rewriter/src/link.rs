@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 
 /// Runs the final link of `args` (the line's arguments after gathering) with the output going to
 /// a temporary file beside `line.output`, the linker reporting every file that references one of
-/// `messages.traced`; makes `checks` meanwhile (what the linker prints is held back until they pass; when
-/// they fail, the link is abandoned and their error returned); checks the references and the
-/// binary, and puts the binary in `line.output`'s place when both are right (removing it
+/// `messages.traced`; makes `checks` meanwhile (what the linker prints is held back until they
+/// pass; when they fail, the link is abandoned and their error returned); checks the references
+/// and the binary, and puts the binary in `line.output`'s place when both are right (removing it
 /// otherwise). Once the linker has exited, `done_with_inputs` runs on a thread of its own beside
 /// the check (removing the rewritten inputs, a millisecond of freeing pages on a large link,
 /// need not wait for it). Returns the driver's exit code and the time the check took.
@@ -56,7 +56,12 @@ pub fn start(
     // Creating the temporary checks that the output can be written at all before the link.
     let tmp = temporary_output(output).map_err(|e| Error::io(output, e))?;
     let mut linked = redirect_output(line, args.to_vec(), &tmp);
-    linked.extend((messages.traced.iter()).map(|s| format!("-Wl,--trace-symbol={s}")));
+    linked.extend(
+        messages
+            .traced
+            .iter()
+            .map(|s| format!("-Wl,--trace-symbol={s}")),
+    );
     let mut cmd = driver_command(&line.driver, &linked, dir)?;
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
