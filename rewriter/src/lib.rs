@@ -13,8 +13,8 @@
 //! Below the phases: [`site`] (what they hand each other), [`elf`] (the x86-64 ELF layer),
 //! [`decode`] (with [`length`]), [`functions`] and [`guard`] (parts of `patch`), [`hash`], [`archive`], [`driver`] (running
 //! commands), [`runtime_lib`] (the runtime as linked), [`prelink`] (the runtime archive made into
-//! one small object), [`cache`] (where the runtime `bootprof-link` carries is unpacked) and
-//! [`error`].
+//! one small object), [`cache`] (where the runtime `bootprof-link` carries is unpacked),
+//! [`leftovers`] (the files a link leaves, removed after the process) and [`error`].
 #![deny(missing_docs)]
 // Errors are built once per failed link; their size does not matter, their context does.
 #![allow(clippy::result_large_err)]
@@ -32,6 +32,7 @@ pub mod functions;
 pub mod gather;
 pub mod guard;
 pub mod hash;
+pub mod leftovers;
 pub mod length;
 pub mod link;
 pub mod linker;

@@ -21,24 +21,28 @@ use std::sync::{Arc, Mutex};
 /// `messages.traced`; makes `checks` meanwhile (what the linker prints is held back until they
 /// pass; when they fail, the link is abandoned and their error returned); checks the references
 /// and the binary, and puts the binary in `line.output`'s place when both are right (removing it
-/// otherwise). Once the linker has exited, `done_with_inputs` runs on a thread of its own beside
-/// the check (removing the rewritten inputs, a millisecond of freeing pages on a large link,
-/// need not wait for it). Returns the driver's exit code and the time the check took.
+/// otherwise).
 pub fn final_link(
     line: &LinkLine,
     args: &[String],
     messages: &Messages,
     dir: &Path,
     checks: impl FnOnce() -> Result<()>,
-    done_with_inputs: impl FnOnce() + Send,
     linker_known: bool,
-) -> Result<(i32, std::time::Duration)> {
-    start(line, args, messages, dir, None, linker_known)?.finish_checked(
-        line,
-        args,
-        checks,
-        done_with_inputs,
-    )
+) -> Result<Linked> {
+    start(line, args, messages, dir, None, linker_known)?.finish_checked(line, args, checks)
+}
+
+/// How a final link ended.
+#[derive(Debug)]
+pub struct Linked {
+    /// The driver's exit code.
+    pub code: i32,
+    /// The time the checks of the references and of the output took.
+    pub checked: std::time::Duration,
+    /// The output the new one replaced, its name removed: its blocks are freed when this
+    /// descriptor closes (after the process, [`crate::leftovers`]).
+    pub replaced: Option<std::fs::File>,
 }
 
 /// Starts the final link of `args` as [`final_link`] does, without waiting for it; what the
@@ -151,76 +155,70 @@ impl Running {
         line: &LinkLine,
         args: &[String],
         checks: impl FnOnce() -> Result<()>,
-        done_with_inputs: impl FnOnce() + Send,
-    ) -> Result<(i32, std::time::Duration)> {
+    ) -> Result<Linked> {
         if let Err(e) = checks() {
             self.stop();
             return Err(e);
         }
-        self.finish(line, args, done_with_inputs)
+        self.finish(line, args)
     }
 
     /// [`Running::finish_checked`] once the checks have passed. With the linker found (at its
-    /// gate, or looked for now), its output is checked, and `done_with_inputs` started, as soon
-    /// as it exits, while the driver ends; the check is made again if the file changed by the
-    /// driver's end.
-    fn finish(
-        mut self,
-        line: &LinkLine,
-        args: &[String],
-        done_with_inputs: impl FnOnce() + Send,
-    ) -> Result<(i32, std::time::Duration)> {
+    /// gate, or looked for now), its output is checked as soon as it exits, while the driver
+    /// ends; the check is made again if the file changed by the driver's end.
+    fn finish(mut self, line: &LinkLine, args: &[String]) -> Result<Linked> {
         self.release();
         if self.linker.is_none() && self.find_linker {
             self.linker = self.look_for_linker();
         }
         let output = &line.output;
-        std::thread::scope(|s| {
-            let mut done_with_inputs = Some(done_with_inputs);
-            let linked = match self.linker.take() {
-                Some(linker) if linker.wait() => {
-                    s.spawn(done_with_inputs.take().expect("not run yet"));
-                    let tmp = self.tmp.as_deref().expect("taken once");
-                    if line.options.verbose {
-                        eprintln!("bootprof-link: the linker ended before its driver: its output is checked meanwhile");
-                    }
-                    Some(Checked::new(tmp, output))
+        let linked = match self.linker.take() {
+            Some(linker) if linker.wait() => {
+                let tmp = self.tmp.as_deref().expect("taken once");
+                if line.options.verbose {
+                    eprintln!("bootprof-link: the linker ended before its driver: its output is checked meanwhile");
                 }
-                _ => None,
-            };
-            let (status, reports) = self.wait()?;
-            let tmp = self.tmp.take().expect("taken once");
-            if !status.success() {
-                return Ok((exit_code(status), std::time::Duration::ZERO));
+                Some(Checked::new(tmp, output))
             }
-            if let Some(done_with_inputs) = done_with_inputs.take() {
-                s.spawn(done_with_inputs);
-            }
-            let started = std::time::Instant::now();
-            check::check_references(&reports, args, output)?;
-            let references = started.elapsed();
-            let checked = match linked {
-                Some(checked) if checked.stands(&tmp) => checked,
-                _ => Checked::new(&tmp, output),
-            };
-            checked.result?;
-            // The output check's own time, whether it was made at the linker's exit or now.
-            let checked = references + checked.took;
-            if bootprof_format::file::written_in_place(output) {
-                // Copied into the device or pipe: renaming over it would put a file in its place.
-                std::fs::File::open(&tmp)
-                    .and_then(|mut from| {
-                        let mut to = std::fs::OpenOptions::new().write(true).open(output)?;
-                        std::io::copy(&mut from, &mut to)
-                    })
-                    .map_err(|e| Error::io(output, e))?;
-            } else if let Some(old) =
-                replace_output(tmp, output).map_err(|e| Error::io(output, e))?
-            {
-                // Removing the old output frees its pages too: beside the inputs' removal.
-                s.spawn(move || drop(old));
-            }
-            Ok((0, checked))
+            _ => None,
+        };
+        let (status, reports) = self.wait()?;
+        let tmp = self.tmp.take().expect("taken once");
+        if !status.success() {
+            return Ok(Linked {
+                code: exit_code(status),
+                checked: std::time::Duration::ZERO,
+                replaced: None,
+            });
+        }
+        let started = std::time::Instant::now();
+        check::check_references(&reports, args, output)?;
+        let references = started.elapsed();
+        let checked = match linked {
+            Some(checked) if checked.stands(&tmp) => checked,
+            _ => Checked::new(&tmp, output),
+        };
+        checked.result?;
+        // The output check's own time, whether it was made at the linker's exit or now.
+        let checked = references + checked.took;
+        let mut replaced = None;
+        if bootprof_format::file::written_in_place(output) {
+            // Copied into the device or pipe: renaming over it would put a file in its place.
+            std::fs::File::open(&tmp)
+                .and_then(|mut from| {
+                    let mut to = std::fs::OpenOptions::new().write(true).open(output)?;
+                    std::io::copy(&mut from, &mut to)
+                })
+                .map_err(|e| Error::io(output, e))?;
+        } else if let Some(old) = replace_output(tmp, output).map_err(|e| Error::io(output, e))? {
+            // Its name removed now, while a descriptor keeps its blocks: freeing them waits.
+            replaced = std::fs::File::open(&old).ok();
+            drop(old);
+        }
+        Ok(Linked {
+            code: 0,
+            checked,
+            replaced,
         })
     }
 

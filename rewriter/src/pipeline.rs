@@ -3,6 +3,7 @@
 
 use crate::args::LinkLine;
 use crate::error::{Error, Result};
+use crate::leftovers::Leftovers;
 use crate::linker::Kind as Linker;
 use crate::{args, check, driver, gather, link, pack, rewrite, runtime_lib, stubs};
 use bootprof_format::Kind;
@@ -10,8 +11,19 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Runs `bootprof-link` with `argv` (without `argv[0]`), linking `runtime` into programs; returns
-/// the process exit code.
+/// the process exit code. What the link leaves to remove (its private directory, a replaced
+/// output) is removed after this process has exited ([`Leftovers::remove_after_exit`]): the
+/// caller should exit soon after this returns, writing little memory.
 pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i32> {
+    // The link's own values are dropped before the remover is forked: their memory is not
+    // copied for freeing.
+    let (code, leftovers) = link(argv, runtime)?;
+    leftovers.remove_after_exit();
+    Ok(code)
+}
+
+/// [`run_link`]'s link, with what it leaves to remove.
+fn link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<(i32, Leftovers)> {
     let start = Instant::now();
     let driver = std::env::var("BOOTPROF_CC").unwrap_or_else(|_| "cc".into());
     let flags = std::env::var("BOOTPROF_LINK_FLAGS").unwrap_or_default();
@@ -94,7 +106,6 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
         }
     };
     plan.write_stubs(dir.path(), early.is_some())?;
-    let done_with_inputs = || dir.remove();
     // The instruction-boundary checks the rewriting left: made while the final link runs (a
     // link started early, or the one started now), its output held back until they pass.
     let later = std::mem::take(&mut rewrites.later);
@@ -102,24 +113,28 @@ pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i3
         let calls: usize = later.iter().map(rewrite::LaterChecks::calls).sum();
         eprintln!("bootprof-link: the instruction-boundary checks of {calls} calls are made beside the link");
     }
-    let (code, checked) = match early {
+    let linked = match early {
         Some(mut running) => {
             if running.open(stubs::SITES_SCRIPT.as_bytes())? {
                 let checks = || rewrite::check_later(later);
-                running.finish_checked(&line, &plan.args, checks, done_with_inputs)?
+                running.finish_checked(&line, &plan.args, checks)?
             } else {
                 // The linker ended without its script: whatever it did is not this link.
                 running.abandon();
                 note_abandoned(&line, "its linker ended without reading bootprof's script");
-                plan.link(&line, dir.path(), later, done_with_inputs, linker)?
+                plan.link(&line, dir.path(), later, linker)?
             }
         }
-        None => plan.link(&line, dir.path(), later, done_with_inputs, linker)?,
+        None => plan.link(&line, dir.path(), later, linker)?,
     };
     if line.options.stats {
-        print_stats(&rewrites, archives, start, scanned, codegen, checked);
+        print_stats(&rewrites, archives, start, scanned, codegen, linked.checked);
     }
-    Ok(code)
+    let leftovers = Leftovers {
+        dir: dir.leave(),
+        replaced: linked.replaced,
+    };
+    Ok((linked.code, leftovers))
 }
 
 /// Prints `--stats`' line: what `rewrites` counted, and where the time from `start` went (the
@@ -254,9 +269,8 @@ impl LinkPlan {
         line: &LinkLine,
         dir: &Path,
         later: Vec<rewrite::LaterChecks>,
-        done_with_inputs: impl FnOnce() + Send,
         linker: Option<Linker>,
-    ) -> Result<(i32, std::time::Duration)> {
+    ) -> Result<link::Linked> {
         if self.script {
             // In place of a gate's name, if one was made.
             let _ = std::fs::remove_file(dir.join(SCRIPT));
@@ -270,7 +284,6 @@ impl LinkPlan {
             &self.messages,
             dir,
             checks,
-            done_with_inputs,
             linker.is_some(),
         )
     }
@@ -401,7 +414,7 @@ fn write_private(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> Result<S
 }
 
 /// The private directory of rewritten inputs and generated files, removed when dropped unless
-/// kept (`--keep-temps`).
+/// kept (`--keep-temps`) or left to remove later ([`PrivateDir::leave`]).
 struct PrivateDir {
     dir: Option<tempfile::TempDir>,
     keep: bool,
@@ -423,26 +436,20 @@ impl PrivateDir {
         self.dir.as_ref().expect("present until dropped").path()
     }
 
-    /// Removes the directory and its files, unless they are to be kept; whatever that leaves
-    /// (a directory in it) goes when dropped. Errors are ignored, as dropping a `TempDir`
-    /// ignores them. (On a thread beside the output check: removing the directory itself takes
-    /// ext4 a quarter of a millisecond.)
-    fn remove(&self) {
+    /// The directory's path, for the caller to remove (none when it is kept: said so).
+    fn leave(mut self) -> Option<PathBuf> {
         if self.keep {
-            return;
+            return None;
         }
-        if let Ok(entries) = std::fs::read_dir(self.path()) {
-            for entry in entries.flatten() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-        let _ = std::fs::remove_dir(self.path());
+        self.dir.take().map(tempfile::TempDir::keep)
     }
 }
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        let dir = self.dir.take().expect("present until dropped");
+        let Some(dir) = self.dir.take() else {
+            return;
+        };
         if self.keep {
             eprintln!(
                 "bootprof-link: kept temporary files in {}",
