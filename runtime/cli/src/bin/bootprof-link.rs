@@ -8,6 +8,11 @@
 //! executables and for shared objects), the runtime library the lean runtime loads, and the C
 //! header, built in by `build.rs`.
 
+// The standard library's start-up is not run: its main-thread setup reads `/proc/self/maps`
+// (the stack guard, for the stack-overflow message) on every link, which a wrapper that runs
+// once per link does without. `main` below does what else it did that matters here.
+#![no_main]
+
 use bootprof_link::runtime_lib::{Embedded, Query};
 use bootprof_link::Error;
 
@@ -53,7 +58,29 @@ $XDG_CACHE_HOME/bootprof, else ~/.cache/bootprof, on first use):
                           (unless $BOOTPROF_LIBRARY names another when they run)
 ";
 
-fn main() {
+/// The C entry point, in place of the standard library's: `SIGPIPE` ignored as the standard
+/// library's start-up does (a closed output is an error to report, not the end; commands this
+/// one starts get the default back), and a panic ends the process with the standard library's
+/// code for it (its message printed by the hook). The arguments are read through `std::env`
+/// (glibc hands them to the standard library before `main`). A stack overflow is a plain
+/// `SIGSEGV`, without the standard library's message.
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    // SAFETY: sets a signal's disposition to ignore, before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let code = match std::panic::catch_unwind(run) {
+        Ok(()) => 0,
+        Err(_) => 101,
+    };
+    // What the standard library's end would flush (`process::exit` flushes it itself).
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code
+}
+
+fn run() {
     // gcc's driver runs us as its `lto-wrapper` during an LTO link we started.
     let mut args = std::env::args_os();
     let called = args.next().unwrap_or_default();
