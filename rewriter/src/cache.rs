@@ -71,10 +71,14 @@ pub fn unpack(name: &str, files: impl Fn(&Path) -> Files) -> Result<PathBuf> {
     })
 }
 
-/// Makes `dir` and writes `files` into it.
+/// Makes `dir` and writes `files` into it. A file already there costs one `statx` (its
+/// directories are made only for a file that is not).
 fn fill(dir: &Path, files: &impl Fn(&Path) -> Files) -> Result<PathBuf> {
     for (relative, contents) in files(dir) {
         let path = dir.join(relative);
+        if holds(&path, &contents) {
+            continue;
+        }
         let parent = path.parent().expect("a file in the directory");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -86,12 +90,17 @@ fn fill(dir: &Path, files: &impl Fn(&Path) -> Files) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// Whether `path` is a file of `contents`' length: taken to hold them (see [`write_once`]).
+fn holds(path: &Path, contents: &[u8]) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == contents.len() as u64)
+}
+
 /// Makes `path` hold `contents` (mode 0644), unless it already does: a file of that length
 /// there is taken to (every file is written whole, under a temporary name, then renamed, into a
 /// directory named after the contents' hash), so that a link stats the files it carries rather
 /// than reading two megabytes back.
 fn write_once(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == contents.len() as u64) {
+    if holds(path, contents) {
         return Ok(());
     }
     let parent = path.parent().expect("a file in a directory");

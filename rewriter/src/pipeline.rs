@@ -115,7 +115,7 @@ fn link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<(i32, Left
     }
     let linked = match early {
         Some(mut running) => {
-            if running.open(stubs::SITES_SCRIPT.as_bytes())? {
+            if running.open(stubs::sites_script().as_bytes())? {
                 let checks = || rewrite::check_later(later);
                 running.finish_checked(&line, &plan.args, checks)?
             } else {
@@ -191,8 +191,6 @@ struct LinkPlan {
 const STUBS: &str = "bootprof-stubs.o";
 /// The site table's linker script's name in the private directory.
 const SCRIPT: &str = "bootprof-sites.ld";
-/// The fragment the script includes, in the private directory.
-const FRAGMENT: &str = "bootprof-sites.inc";
 
 impl LinkPlan {
     /// The final link of `line`, its inputs rewritten as `rewrites` says, linking `runtime`.
@@ -206,10 +204,9 @@ impl LinkPlan {
         let script = stubbed && !line.has_linker_script();
         let mut args = Vec::with_capacity(rewrites.args.len() + 16);
         if script {
-            // The table's place and bounds; a program with its own script INCLUDEs the fragment.
+            // The table's place and bounds (a program with its own script INCLUDEs the fragment).
             // Before the inputs: lld reads its files in line order, and the script is the gate
             // of a link started early (`link::Gate`).
-            args.push(format!("-L{}", dir.display()));
             args.push(format!("-Wl,-T,{}", dir.join(SCRIPT).display()));
         }
         // Our mcount/__fentry__ replace glibc's: -pg must not bring in gcrt1.o and gmon, whether
@@ -254,14 +251,6 @@ impl LinkPlan {
         Ok(())
     }
 
-    /// Writes the fragment the script includes (when the line names the script).
-    fn write_fragment(&self, dir: &Path) -> Result<()> {
-        if self.script {
-            write_private(dir, FRAGMENT, stubs::SITES_FRAGMENT)?;
-        }
-        Ok(())
-    }
-
     /// Runs the link now, its inputs and stubs written: the script a file. `linker`: the
     /// linker the driver runs, when known.
     fn link(
@@ -274,8 +263,7 @@ impl LinkPlan {
         if self.script {
             // In place of a gate's name, if one was made.
             let _ = std::fs::remove_file(dir.join(SCRIPT));
-            write_private(dir, SCRIPT, stubs::SITES_SCRIPT)?;
-            self.write_fragment(dir)?;
+            write_private(dir, SCRIPT, stubs::sites_script())?;
         }
         let checks = || rewrite::check_later(later);
         link::final_link(
@@ -319,7 +307,6 @@ fn start_early(
     if !plan.script {
         return None;
     }
-    plan.write_fragment(dir).ok()?;
     let gate = link::Gate::new(&dir.join(SCRIPT)).ok()?;
     let running = link::start(line, &plan.args, &plan.messages, dir, Some(gate), true).ok()?;
     Some((running, plan, foreseen))

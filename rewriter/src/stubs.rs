@@ -39,6 +39,13 @@ pub const SITES_SCRIPT: &str = include_str!("../../linker-scripts/bootprof-sites
 /// The fragment it includes.
 pub const SITES_FRAGMENT: &str = include_str!("../../linker-scripts/bootprof-sites.inc");
 
+/// The script `bootprof-link` hands the linker: [`SITES_SCRIPT`] with the fragment it
+/// `INCLUDE`s written in, so that a link makes no file for the fragment, nor names the private
+/// directory with `-L` for the linker to find it (where each `-l` would be looked for first).
+pub fn sites_script() -> String {
+    SITES_SCRIPT.replacen("INCLUDE bootprof-sites.inc", SITES_FRAGMENT, 1)
+}
+
 use crate::error::{Error, Result};
 use bootprof_format::code;
 use bootprof_format::Kind;
@@ -332,3 +339,30 @@ const DTOR: [u8; 24] = [
     0xc3,                         // 21: ret
     0xcc, 0xcc,                   // padding
 ];
+
+#[cfg(test)]
+mod tests {
+    /// `text` without its `/* */` comments.
+    fn uncommented(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("/*") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find("*/").expect("a comment ends");
+            rest = &rest[start + end + 2..];
+        }
+        out + rest
+    }
+
+    #[test]
+    fn the_script_handed_to_the_linker_holds_its_fragment_and_includes_no_file() {
+        let script = uncommented(&super::sites_script());
+        assert!(!script.contains("INCLUDE"), "{script}");
+        let fragment = uncommented(super::SITES_FRAGMENT);
+        assert!(script.contains(fragment.trim()), "{script}");
+        assert!(
+            script.trim_end().ends_with("INSERT AFTER .rodata;"),
+            "{script}"
+        );
+    }
+}
