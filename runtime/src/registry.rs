@@ -553,15 +553,23 @@ fn switch_locked(chosen: Chosen, to: u8) -> Result<usize, Error> {
     if to != DISABLED {
         crate::trap::install();
     }
-    // The guards apart, and the other sites by the mode they leave (each found in one pass that
-    // makes no run when it finds none).
-    let guards = chosen.only(SiteRec::is_guard);
-    let chosen = match guards.is_empty() {
-        true => chosen,
-        false => chosen.only(|s| !s.is_guard()),
+    // The guards apart, and the other sites by the mode they leave: one pass finds whether
+    // there are any guards and whether every site is disabled (a batch of every site of a
+    // large program, at its start, has neither to sort out).
+    let (mut any_guard, mut all_disabled) = (false, true);
+    chosen.each(|s| {
+        any_guard |= s.is_guard();
+        all_disabled &= s.state() == DISABLED;
+    });
+    let (guards, chosen) = match any_guard {
+        false => (Chosen::default(), chosen),
+        true => (
+            chosen.only(SiteRec::is_guard),
+            chosen.only(|s| !s.is_guard()),
+        ),
     };
     let (from_trap, from_call) = match to {
-        CALL | TRAP if chosen.iter().all(|s| s.state() == DISABLED) => Default::default(),
+        CALL | TRAP if all_disabled => Default::default(),
         _ => (
             chosen.only(|s| s.state() == TRAP),
             chosen.only(|s| s.state() == CALL),
@@ -634,8 +642,14 @@ fn switch_call(sites: &Chosen, enable: bool) -> Result<(), Error> {
     // Every site's new bytes are checked before any is written; they are made again for each
     // pass (cheaper than keeping them).
     if enable {
-        if let Some(s) = sites.iter().find(|s| call_bytes(s).is_none()) {
-            return Err(Error::Unreachable(s.addr));
+        let mut unreachable = None;
+        sites.each(|s| {
+            if unreachable.is_none() && call_bytes(s).is_none() {
+                unreachable = Some(s.addr);
+            }
+        });
+        if let Some(addr) = unreachable {
+            return Err(Error::Unreachable(addr));
         }
     }
     let new = if enable { Bytes::Call } else { Bytes::Nop };

@@ -227,11 +227,20 @@ fn page_ranges(writes: &impl Writes, ps: usize) -> Vec<(usize, usize)> {
             _ => spans.push((start, end)),
         };
     let (mut spans, mut last, mut sorted) = (Vec::new(), 0, true);
+    // The span the last write fell in: the next one in address order most often falls in it
+    // too (tens of sites a page), and is then counted in at once.
+    let mut current = 0..0;
     writes.spans(|a, len| {
         sorted &= a >= last;
         last = a;
+        let a = a as usize;
+        if sorted && a + len.max(1) <= current.end {
+            return;
+        }
         if sorted {
-            push(&mut spans, span(a, len));
+            let s = span(a as u64, len);
+            push(&mut spans, s);
+            current = s.0..s.1;
         }
     });
     if sorted {
@@ -285,7 +294,7 @@ pub unsafe fn write_batch(writes: &impl Writes) -> Result<(), TextError> {
     let maps = crate::sys::read_to_string(b"/proc/self/maps").unwrap_or_default();
     let opened = Opened::new(protection_runs(&ranges, &maps));
     if opened.failed.is_none() {
-        write_bytes(writes, Some);
+        write_bytes(writes, |a| Some(Dest::Live(a)));
     }
     opened.close();
     fall_back(writes, opened.failed)
@@ -326,8 +335,8 @@ pub unsafe fn write_batch_alone(writes: &impl Writes) -> Result<(), TextError> {
     let opened = Opened::new(runs);
     let in_place = opened.failed.is_none();
     write_bytes(writes, |a| match copies.of_address(a) {
-        Some(to) => Some(to),
-        None => in_place.then_some(a),
+        Some(to) => Some(Dest::Copy(to)),
+        None => in_place.then_some(Dest::Live(a)),
     });
     opened.close();
     let copied: Vec<(usize, usize)> = copies.runs.iter().map(|r| (r.0, r.1)).collect();
@@ -364,18 +373,45 @@ pub const COPY_MIN_PAGES: usize = 64;
 /// `mremap`, about as long as copying a few pages on write.
 pub const COPY_MIN_RUN_PAGES: usize = 16;
 
-/// Stores the bytes of each write of `writes` at `to(address)`, skipping the writes it gives no
-/// place for; byte stores, each byte with one store, in order.
-fn write_bytes(writes: &impl Writes, to: impl Fn(usize) -> Option<usize>) {
-    writes.each(|a, b| {
-        let Some(to) = to(a as usize) else {
-            return;
-        };
-        for (i, &byte) in b.iter().enumerate() {
-            // SAFETY: `to` gives a place the caller made writable (a page of code opened for
-            // writing, or a copy of one), and the caller vouches for the bytes.
-            unsafe { core::ptr::write_volatile((to + i) as *mut u8, byte) };
+/// Where [`write_bytes`] puts a write.
+#[derive(Clone, Copy)]
+enum Dest {
+    /// Code that may run: byte stores, each byte with one store, in order.
+    Live(usize),
+    /// A copy of code that nothing runs: the bytes copied at once.
+    Copy(usize),
+}
+
+/// Stores the bytes of each write of `writes` where `to(address)` says, skipping the writes it
+/// gives no place for.
+fn write_bytes(writes: &impl Writes, to: impl Fn(usize) -> Option<Dest>) {
+    writes.each(|a, b| match to(a as usize) {
+        Some(Dest::Live(to)) => {
+            for (i, &byte) in b.iter().enumerate() {
+                // SAFETY: `to` is in a page of code the caller opened for writing, and the
+                // caller vouches for the bytes.
+                unsafe { core::ptr::write_volatile((to + i) as *mut u8, byte) };
+            }
         }
+        Some(Dest::Copy(to)) => {
+            // Four bytes in one store, then the rest one by one (a call's five bytes are two
+            // stores): not a call to `memcpy` for each site.
+            let (four, rest) = b.split_at(b.len().min(4));
+            // SAFETY: `to` is in a copy the caller made, at least `b.len()` bytes from its end.
+            unsafe {
+                if let Ok(four) = <[u8; 4]>::try_from(four) {
+                    core::ptr::write_unaligned(to as *mut [u8; 4], four);
+                } else {
+                    for (i, &byte) in four.iter().enumerate() {
+                        core::ptr::write_volatile((to + i) as *mut u8, byte);
+                    }
+                }
+                for (i, &byte) in rest.iter().enumerate() {
+                    core::ptr::write_volatile((to + four.len() + i) as *mut u8, byte);
+                }
+            }
+        }
+        None => {}
     });
 }
 
@@ -778,5 +814,21 @@ mod tests {
         assert_eq!(page_ranges(&Listed(&sorted), 0x1000), want);
         let shuffled = [sorted[2], sorted[0], sorted[1]];
         assert_eq!(page_ranges(&Listed(&shuffled), 0x1000), want);
+        // Writes inside the span of the one before, one that ends past it (its next page
+        // added), one on the page after, one that leaves the order (all sorted again).
+        let inside = [
+            (0x1000, b),
+            (0x1100, b),
+            (0x1ffc, b),
+            (0x2ffe, b),
+            (0x3010, b),
+            (0x7000, b),
+        ];
+        let want = [(0x1000, 0x4000), (0x7000, 0x8000)];
+        assert_eq!(page_ranges(&Listed(&inside), 0x1000), want);
+        let out_of_order = [
+            inside[0], inside[5], inside[1], inside[3], inside[2], inside[4],
+        ];
+        assert_eq!(page_ranges(&Listed(&out_of_order), 0x1000), want);
     }
 }
