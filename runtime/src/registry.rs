@@ -145,7 +145,6 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         first_id,
         info,
         in_table: InTable::new(),
-        lookup: site::LookupBuilder::new(room.len()),
         latency: crate::latency::wanted(),
         // What a hook's hit records depends on its kind alone.
         hook_records: core::array::from_fn(|k| {
@@ -179,7 +178,6 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
         room,
         len,
         in_table,
-        lookup,
         ..
     } = reading;
     // Ids are never reused, even after an object is unloaded.
@@ -198,7 +196,7 @@ fn read_table(reg: &mut site::Registry, start: usize, stop: usize) {
             rec.handlers.store(mask, Ordering::Relaxed);
         }
     }
-    let lookup = Box::leak(Box::new(lookup.finish(recs)));
+    let lookup = Box::leak(Box::new(site::Lookup::of(recs)));
     let table = site::Table {
         info,
         sites: recs,
@@ -216,7 +214,6 @@ struct Reading {
     first_id: u32,
     info: &'static site::TableInfo,
     in_table: InTable,
-    lookup: site::LookupBuilder,
     latency: bool,
     hook_records: [u8; 8],
     /// Room for a record an entry; the first `len` are written.
@@ -238,7 +235,6 @@ impl Reading {
             }
         };
         self.in_table.check(self.bytes, &site);
-        self.lookup.push(site.site, site.form.is_tail());
         // Every entry takes at least COMPACT_ENTRY_SIZE bytes of the table: the room has one
         // for each.
         self.room[self.len].write(site_rec(
@@ -355,11 +351,17 @@ fn target_state(site: &SiteRec, to: u8) -> u8 {
 pub(crate) fn set_state(pattern: &str, to: u8) -> Result<usize, Error> {
     let pattern = Pattern::parse(pattern)?;
     let reg = lock();
-    let chosen = Chosen::of(reg.tables.iter().map(|t| t.sites)).only(|s| {
-        s.matches(&pattern)
-            && (to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
-            && s.state() != target_state(s, to)
-    });
+    let all = Chosen::of(reg.tables.iter().map(|t| t.sites));
+    // Every site, none left out: only their states to test (`*` at a large program's start).
+    let chosen = if matches!(pattern, Pattern::Any) && (to == DISABLED || reg.notrace.is_empty()) {
+        all.only(|s| s.state() != target_state(s, to))
+    } else {
+        all.only(|s| {
+            s.matches(&pattern)
+                && (to == DISABLED || !reg.notrace.iter().any(|n| s.matches(n)))
+                && s.state() != target_state(s, to)
+        })
+    };
     switch_locked(chosen, to)
 }
 

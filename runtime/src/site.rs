@@ -428,8 +428,8 @@ impl Point {
 /// How one table's sites are found by address: buckets of equal spans of addresses (about one
 /// site each), each the position of its first site in address order. A lookup reads its
 /// bucket's two positions and the sites between them (the one it finds, as a rule: the site a
-/// hit reads next anyway). Built in one pass as a table is read, writing 4 to 8 bytes a site in
-/// address order: no hash table scattered over hundreds of kilobytes, no copy of the sites.
+/// hit reads next anyway). Built from the records once a table is read, writing 4 bytes a
+/// bucket: no hash table scattered over hundreds of kilobytes, no copy of the sites.
 pub(crate) struct Lookup {
     /// The table's sites, in table order.
     pub sites: &'static [SiteRec],
@@ -450,94 +450,67 @@ pub(crate) struct Lookup {
     tails: Vec<&'static SiteRec>,
 }
 
-/// Builds a table's [`Lookup`] from its sites' addresses as they are read, in table order.
-pub(crate) struct LookupBuilder {
-    first: u64,
-    /// Offsets from `first`, while the addresses come in increasing order.
-    offsets: Vec<u32>,
-    sorted: bool,
-    /// Positions of the tail sites.
-    tails: Vec<u32>,
-    /// How many sites were pushed.
-    count: u32,
-}
-
-impl LookupBuilder {
-    /// For a table of at most `capacity` sites.
-    pub(crate) fn new(capacity: usize) -> LookupBuilder {
-        LookupBuilder {
-            first: 0,
-            offsets: Vec::with_capacity(capacity),
-            sorted: true,
-            tails: Vec::new(),
-            count: 0,
+impl Lookup {
+    /// The lookup of a table's `sites` (in table order): two passes over the records, one that
+    /// finds whether they are in address order (and the tail sites), one that counts them into
+    /// their buckets; out of address order, their positions sorted by address first.
+    pub(crate) fn of(sites: &'static [SiteRec]) -> Lookup {
+        let mut tails = Vec::new();
+        let (mut sorted, mut last) = (true, 0u64);
+        for s in sites {
+            sorted &= s.addr > last;
+            last = s.addr;
+            if s.form.is_tail() {
+                tails.push(s);
+            }
         }
-    }
-
-    /// Takes the next site's address, and whether it is a tail site (the sites' order is the
-    /// table's).
-    #[inline]
-    pub(crate) fn push(&mut self, addr: u64, tail: bool) {
-        if tail {
-            self.tails.push(self.count);
-        }
-        self.count += 1;
-        if !self.sorted {
-            return;
-        }
-        let Some(&last) = self.offsets.last() else {
-            self.first = addr;
-            self.offsets.push(0);
-            return;
-        };
-        match u32::try_from(addr.wrapping_sub(self.first)) {
-            Ok(off) if off > last => self.offsets.push(off),
-            _ => self.sorted = false,
-        }
-    }
-
-    /// The lookup of `sites`, whose addresses were pushed in order.
-    pub(crate) fn finish(mut self, sites: &'static [SiteRec]) -> Lookup {
+        let first = sites.first().map_or(0, |s| s.addr);
+        sorted &= last - first <= u64::from(u32::MAX);
         let mut order = Vec::new();
-        if !self.sorted || self.offsets.len() != sites.len() {
-            // Out of address order: the sites' positions sorted by address, and their offsets
-            // from the lowest. Sites over 4 GB apart, or two at one address, are no table
-            // bootprof-link makes: those past the first are not found.
+        let (lo, span) = if sorted {
+            (first, last - first)
+        } else {
+            // Out of address order: the sites' positions sorted by address. Sites over 4 GB
+            // apart, or two at one address, are no table bootprof-link makes: those past the
+            // first are not found.
             order = (0..sites.len() as u32).collect();
             bootprof_format::order::sort_by_key(&mut order, |&i| sites[i as usize].addr);
-            self.first = order.first().map_or(0, |&i| sites[i as usize].addr);
-            self.offsets.clear();
+            let lo = order.first().map_or(0, |&i| sites[i as usize].addr);
+            let mut last = None;
             order.retain(|&i| {
-                let off = u32::try_from(sites[i as usize].addr - self.first);
-                let keep = off.is_ok_and(|off| self.offsets.last().is_none_or(|&l| off > l));
+                let off = sites[i as usize].addr - lo;
+                let keep = off <= u64::from(u32::MAX) && last.is_none_or(|l| off > l);
                 if keep {
-                    self.offsets.extend(off);
+                    last = Some(off);
                 }
                 keep
             });
-        }
-        let n = self.offsets.len();
-        let span = self.offsets.last().map_or(0, |&o| u64::from(o));
+            (lo, last.unwrap_or(0))
+        };
+        let n = if sorted { sites.len() } else { order.len() };
         // About one site a bucket: between n and 2n buckets.
         let shift = (span / (n as u64).max(1)).max(1).ilog2().min(31);
         let count = (span >> shift) as usize + 1;
         // Each bucket's sites counted, then summed: no branch that depends on the addresses
         // (a loop that walked the buckets and the sites together mispredicted every other step).
         let mut buckets = vec![0u32; count + 1];
-        for &off in &self.offsets {
-            buckets[(off >> shift) as usize + 1] += 1;
+        let mut count_in = |addr: u64| buckets[((addr - lo) >> shift) as usize + 1] += 1;
+        if sorted {
+            sites.iter().for_each(|s| count_in(s.addr));
+        } else {
+            order.iter().for_each(|&i| count_in(sites[i as usize].addr));
         }
         for b in 1..buckets.len() {
             buckets[b] += buckets[b - 1];
         }
         Lookup {
             sites,
-            lo: self.first,
-            hi: self.first + span,
+            lo,
+            hi: lo + span,
             shift,
             order,
             buckets,
-            tails: self.tails.iter().map(|&i| &sites[i as usize]).collect(),
+            tails,
         }
     }
 }
@@ -820,15 +793,13 @@ pub fn lookup_benchmark(n: usize, lookups: usize) -> (f64, f64) {
         x
     };
     let mut addr = 0x55_5555_0000u64;
-    let mut builder = LookupBuilder::new(n);
     let sites: Vec<SiteRec> = (0..n)
         .map(|i| {
             addr += 5 + rand() % 36;
-            builder.push(addr, false);
             synthetic(i as u32, addr)
         })
         .collect();
-    let lookup = builder.finish(sites.leak());
+    let lookup = Lookup::of(sites.leak());
     let probes: Vec<u64> = (0..lookups)
         .map(|_| lookup.sites[(rand() % n as u64) as usize].addr)
         .collect();
@@ -887,14 +858,17 @@ mod tests {
 
     /// The lookup of sites at `addrs` (in that order, as a table lists them), leaked.
     fn lookup_of(addrs: &[u64]) -> &'static Lookup {
-        let mut builder = LookupBuilder::new(addrs.len());
         let sites: Vec<SiteRec> = (addrs.iter().enumerate())
-            .map(|(i, &a)| {
-                builder.push(a, i % 7 == 3);
-                synthetic(i as u32, a)
+            .map(|(i, &a)| SiteRec {
+                form: if i % 7 == 3 {
+                    Form::JmpRel32
+                } else {
+                    Form::CallRel32
+                },
+                ..synthetic(i as u32, a)
             })
             .collect();
-        Box::leak(Box::new(builder.finish(sites.leak())))
+        Box::leak(Box::new(Lookup::of(sites.leak())))
     }
 
     /// Every site is found by its address, and no address between, before or after them; in

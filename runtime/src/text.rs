@@ -334,7 +334,9 @@ pub unsafe fn write_batch_alone(writes: &impl Writes) -> Result<(), TextError> {
     runs.retain(|r| !copies.runs.contains(r));
     let opened = Opened::new(runs);
     let in_place = opened.failed.is_none();
-    write_bytes(writes, |a| match copies.of_address(a) {
+    // The copied run the last write fell in: the next one most often falls in it too.
+    let mut last = 0;
+    write_bytes(writes, |a| match copies.of_address(a, &mut last) {
         Some(to) => Some(Dest::Copy(to)),
         None => in_place.then_some(Dest::Live(a)),
     });
@@ -384,7 +386,7 @@ enum Dest {
 
 /// Stores the bytes of each write of `writes` where `to(address)` says, skipping the writes it
 /// gives no place for.
-fn write_bytes(writes: &impl Writes, to: impl Fn(usize) -> Option<Dest>) {
+fn write_bytes(writes: &impl Writes, mut to: impl FnMut(usize) -> Option<Dest>) {
     writes.each(|a, b| match to(a as usize) {
         Some(Dest::Live(to)) => {
             for (i, &byte) in b.iter().enumerate() {
@@ -578,12 +580,16 @@ impl Copies {
         }
     }
 
-    /// Where the byte at `addr` is in a copy, if a run copied holds it.
-    fn of_address(&self, addr: usize) -> Option<usize> {
-        let i = self
-            .runs
-            .iter()
-            .position(|&(s, len, _)| (s..s + len).contains(&addr))?;
+    /// Where the byte at `addr` is in a copy, if a run copied holds it; the run `last` (the one
+    /// found before) is tried first, and `last` is set to the one found.
+    #[inline]
+    fn of_address(&self, addr: usize, last: &mut usize) -> Option<usize> {
+        let holds = |&(s, len, _): &(usize, usize, libc::c_int)| (s..s + len).contains(&addr);
+        let i = match self.runs.get(*last) {
+            Some(run) if holds(run) => *last,
+            _ => self.runs.iter().position(holds)?,
+        };
+        *last = i;
         Some(self.at[i] + (addr - self.runs[i].0))
     }
 
