@@ -451,54 +451,67 @@ pub(crate) struct Lookup {
 }
 
 impl Lookup {
-    /// The lookup of a table's `sites` (in table order): two passes over the records, one that
-    /// finds whether they are in address order (and the tail sites), one that counts them into
-    /// their buckets; out of address order, their positions sorted by address first.
+    /// The lookup of a table's `sites` (in table order): one pass over the records, which counts
+    /// them into buckets spanning their first and last addresses and finds whether they are in
+    /// address order (and the tail sites); out of address order, their positions sorted by
+    /// address, and counted again.
     pub(crate) fn of(sites: &'static [SiteRec]) -> Lookup {
-        let mut tails = Vec::new();
-        let (mut sorted, mut last) = (true, 0u64);
-        for s in sites {
-            sorted &= s.addr > last;
-            last = s.addr;
-            if s.form.is_tail() {
-                tails.push(s);
-            }
-        }
         let first = sites.first().map_or(0, |s| s.addr);
-        sorted &= last - first <= u64::from(u32::MAX);
+        let last = sites.last().map_or(0, |s| s.addr);
+        let (mut lo, mut span) = (first, last.wrapping_sub(first));
         let mut order = Vec::new();
-        let (lo, span) = if sorted {
-            (first, last - first)
+        let mut tails = Vec::new();
+        let mut buckets;
+        let mut shift;
+        // Buckets for `n` sites over `span` bytes from `lo`: about one site a bucket, between n
+        // and 2n of them; each bucket's sites counted, then summed (no branch that depends on
+        // the addresses: a loop that walked the buckets and the sites together mispredicted
+        // every other step).
+        let layout = |span: u64, n: usize| {
+            let shift = (span / (n as u64).max(1)).max(1).ilog2().min(31);
+            (shift, vec![0u32; (span >> shift) as usize + 2])
+        };
+        let mut sorted = span <= u64::from(u32::MAX);
+        if sorted {
+            (shift, buckets) = layout(span, sites.len());
+            let mut prev = None;
+            for s in sites {
+                // In order, each address is above the one before and at most the last.
+                sorted &= prev.is_none_or(|p| s.addr > p) && s.addr <= last;
+                prev = Some(s.addr);
+                if let Some(b) = buckets.get_mut(((s.addr.wrapping_sub(lo)) >> shift) as usize + 1)
+                {
+                    *b += 1;
+                }
+                if s.form.is_tail() {
+                    tails.push(s);
+                }
+            }
         } else {
+            (shift, buckets) = (0, Vec::new());
+            tails.extend(sites.iter().filter(|s| s.form.is_tail()));
+        }
+        if !sorted {
             // Out of address order: the sites' positions sorted by address. Sites over 4 GB
             // apart, or two at one address, are no table bootprof-link makes: those past the
             // first are not found.
             order = (0..sites.len() as u32).collect();
             bootprof_format::order::sort_by_key(&mut order, |&i| sites[i as usize].addr);
-            let lo = order.first().map_or(0, |&i| sites[i as usize].addr);
-            let mut last = None;
+            lo = order.first().map_or(0, |&i| sites[i as usize].addr);
+            let mut at = None;
             order.retain(|&i| {
                 let off = sites[i as usize].addr - lo;
-                let keep = off <= u64::from(u32::MAX) && last.is_none_or(|l| off > l);
+                let keep = off <= u64::from(u32::MAX) && at.is_none_or(|l| off > l);
                 if keep {
-                    last = Some(off);
+                    at = Some(off);
                 }
                 keep
             });
-            (lo, last.unwrap_or(0))
-        };
-        let n = if sorted { sites.len() } else { order.len() };
-        // About one site a bucket: between n and 2n buckets.
-        let shift = (span / (n as u64).max(1)).max(1).ilog2().min(31);
-        let count = (span >> shift) as usize + 1;
-        // Each bucket's sites counted, then summed: no branch that depends on the addresses
-        // (a loop that walked the buckets and the sites together mispredicted every other step).
-        let mut buckets = vec![0u32; count + 1];
-        let mut count_in = |addr: u64| buckets[((addr - lo) >> shift) as usize + 1] += 1;
-        if sorted {
-            sites.iter().for_each(|s| count_in(s.addr));
-        } else {
-            order.iter().for_each(|&i| count_in(sites[i as usize].addr));
+            span = at.unwrap_or(0);
+            (shift, buckets) = layout(span, order.len());
+            for &i in &order {
+                buckets[((sites[i as usize].addr - lo) >> shift) as usize + 1] += 1;
+            }
         }
         for b in 1..buckets.len() {
             buckets[b] += buckets[b - 1];
