@@ -397,7 +397,8 @@ fn write_bytes(writes: &impl Writes, mut to: impl FnMut(usize) -> Option<Dest>) 
         }
         Some(Dest::Copy(to)) => {
             // Four bytes in one store, then the rest one by one (a call's five bytes are two
-            // stores): not a call to `memcpy` for each site.
+            // stores): not a call to `memcpy` for each site, which the compiler makes of a plain
+            // loop (the rest's stores are volatile for that alone; nothing runs the copy).
             let (four, rest) = b.split_at(b.len().min(4));
             // SAFETY: `to` is in a copy the caller made, at least `b.len()` bytes from its end.
             unsafe {
