@@ -20,6 +20,8 @@ pub struct Options {
     pub embed_runtime: bool,
     /// Keep the private directory of rewritten inputs.
     pub keep_temps: bool,
+    /// Remove the link's files before exiting, not in a child after it.
+    pub no_fork: bool,
     /// Print one line of statistics to stderr.
     pub stats: bool,
 }
@@ -247,6 +249,7 @@ pub fn parse(argv: Vec<String>, default_driver: &str, extra_flags: &str) -> Resu
             "--no-runtime" => options.no_runtime = true,
             "--embed-runtime" => options.embed_runtime = true,
             "--keep-temps" => options.keep_temps = true,
+            "--no-fork" => options.no_fork = true,
             "--stats" => options.stats = true,
             _ => return false,
         }

@@ -26,9 +26,22 @@ pub struct Leftovers {
     /// The replaced output, its name already removed: its blocks are freed with the last
     /// descriptor.
     pub replaced: Option<std::fs::File>,
+    /// Removed by this process, before it exits (`--no-fork`: where no process reaps an orphan,
+    /// as in a container whose first process does not, or to time the whole link).
+    pub now: bool,
 }
 
 impl Leftovers {
+    /// Removes the leftovers: [`Leftovers::remove_after_exit`], or now in this process when
+    /// asked to.
+    pub fn remove(self) {
+        if self.now {
+            self.remove_now();
+        } else {
+            self.remove_after_exit();
+        }
+    }
+
     /// Removes the leftovers after this process has exited: a child process of its own (in a
     /// session of its own, so that a terminal's signals to the caller's group do not stop it)
     /// closes every descriptor it inherited (the caller's pipes see their end when this process

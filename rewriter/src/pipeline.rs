@@ -12,13 +12,14 @@ use std::time::Instant;
 
 /// Runs `bootprof-link` with `argv` (without `argv[0]`), linking `runtime` into programs; returns
 /// the process exit code. What the link leaves to remove (its private directory, a replaced
-/// output) is removed after this process has exited ([`Leftovers::remove_after_exit`]): the
-/// caller should exit soon after this returns, writing little memory.
+/// output) is removed after this process has exited ([`Leftovers::remove_after_exit`]; before it
+/// returns with `--no-fork`): the caller should exit soon after this returns, writing little
+/// memory.
 pub fn run_link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<i32> {
     // The link's own values are dropped before the remover is forked: their memory is not
     // copied for freeing.
     let (code, leftovers) = link(argv, runtime)?;
-    leftovers.remove_after_exit();
+    leftovers.remove();
     Ok(code)
 }
 
@@ -133,6 +134,7 @@ fn link(argv: Vec<String>, runtime: &runtime_lib::Embedded) -> Result<(i32, Left
     let leftovers = Leftovers {
         dir: dir.leave(),
         replaced: linked.replaced,
+        now: line.options.no_fork,
     };
     Ok((linked.code, leftovers))
 }

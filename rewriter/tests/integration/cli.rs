@@ -145,7 +145,8 @@ fn failing_link_passes_exit_code_and_keeps_output() {
 
 /// A link over an existing output puts the new program in its place and leaves nothing else
 /// behind: no temporary beside the output when bootprof-link exits, and no private directory in
-/// `$TMPDIR` once the process that removes it after the link has ended.
+/// `$TMPDIR` once the process that removes it after the link has ended; with `--no-fork`, none
+/// when bootprof-link exits.
 #[test]
 fn relinking_replaces_the_output_and_leaves_nothing_behind() {
     require!("cc");
@@ -156,12 +157,15 @@ fn relinking_replaces_the_output_and_leaves_nothing_behind() {
     mkdir(&tmp);
     let out = bin.join("app");
     write(&out, "the previous output\n");
-    for round in 0..2 {
-        let o = run(
-            cmd(link_bin(), ["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
-                .args(&objects)
-                .env("TMPDIR", &tmp),
-        );
+    for (round, no_fork) in [(0, false), (1, false), (2, true), (3, true)] {
+        let mut link = cmd(link_bin(), [] as [&std::ffi::OsStr; 0]);
+        if no_fork {
+            link.arg("--no-fork");
+        }
+        let o = run(link
+            .args(["cc".as_ref(), "-o".as_ref(), out.as_os_str()])
+            .args(&objects)
+            .env("TMPDIR", &tmp));
         o.no_panic();
         o.ok();
         let listed = |dir: &Path| -> Vec<_> {
@@ -173,7 +177,7 @@ fn relinking_replaces_the_output_and_leaves_nothing_behind() {
         assert_eq!(listed(&bin), ["app"], "round {round}: beside the output");
         // Removed after bootprof-link's exit: a few milliseconds, ten seconds on a loaded machine.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !listed(&tmp).is_empty() && std::time::Instant::now() < deadline {
+        while !no_fork && !listed(&tmp).is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(listed(&tmp).is_empty(), "round {round}: left in TMPDIR");

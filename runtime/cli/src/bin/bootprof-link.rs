@@ -44,6 +44,9 @@ options (before DRIVER; also from $BOOTPROF_LINK_FLAGS):
                   runtime library (libbootprof.so) when something asks for it (static links
                   and programs that call the C API get the whole runtime anyway)
   --keep-temps    keep the directory of rewritten inputs
+  --no-fork       remove the link's files before exiting, not in a process of its own that
+                  outlives bootprof-link by a few milliseconds (for a container whose first
+                  process reaps no orphans, or to time the whole link)
   --stats         print counts and phase times to stderr
 
 alone, each prints a path (the runtime and header this bootprof-link carries are unpacked into
