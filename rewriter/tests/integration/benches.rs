@@ -87,3 +87,41 @@ fn walltime_times_links_side_by_side() {
     assert_eq!(out.code, Some(2), "{out}");
     assert!(out.stderr.contains("unknown option --bogus"), "{out}");
 }
+
+/// `benches/linkbench/pairdiff` runs two links in pairs and prints the median and mean of their
+/// differences; a command that fails, or a line without two commands, stops it with the reason.
+#[test]
+fn pairdiff_prints_the_difference_of_two_links_pair_by_pair() {
+    require!("python3", "cc");
+    let t = TempDir::new("pairdiff");
+    let src = t.join("main.c");
+    write(&src, "int main(void) { return 0; }\n");
+    let object = compile_c(&src, &t.join("main.o"), &[]);
+    let script = repo_root().join("benches/linkbench/pairdiff");
+    let mut c = Command::new(&script);
+    c.args(["--rounds", "2", "--settle", "0", "--", "cc", "-o"])
+        .arg(t.join("a"))
+        .arg(&object);
+    c.args(["--", link_bin(), "--no-fork", "cc", "-o"])
+        .arg(t.join("b"))
+        .arg(&object);
+    let out = run(&mut c);
+    assert_eq!(out.code, Some(0), "pairdiff failed:{out}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "a heading and the difference:{out}");
+    assert!(lines[0].starts_with("# 2 pairs"), "{out}");
+    assert!(
+        lines[1].starts_with("first minus second: median ") && lines[1].contains("standard error"),
+        "{out}"
+    );
+    let failing = run(Command::new(&script)
+        .args(["--", "cc", "-o"])
+        .arg(t.join("x"))
+        .arg(t.join("missing.o"))
+        .args(["--", "true"]));
+    assert_eq!(failing.code, Some(2), "{failing}");
+    assert!(failing.stderr.contains("missing.o"), "{failing}");
+    let one = run(Command::new(&script).args(["--", "true"]));
+    assert_eq!(one.code, Some(2), "{one}");
+    assert!(one.stderr.contains("usage"), "{one}");
+}
