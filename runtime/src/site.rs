@@ -461,8 +461,8 @@ impl Lookup {
         let (mut lo, mut span) = (first, last.wrapping_sub(first));
         let mut order = Vec::new();
         let mut tails = Vec::new();
-        let mut buckets;
-        let mut shift;
+        // None for sites over 4 GB apart, which are sorted below.
+        let (mut shift, mut buckets) = (0, Vec::new());
         // Buckets for `n` sites over `span` bytes from `lo`: about one site a bucket, between n
         // and 2n of them; each bucket's sites counted, then summed (no branch that depends on
         // the addresses: a loop that walked the buckets and the sites together mispredicted
@@ -488,7 +488,6 @@ impl Lookup {
                 }
             }
         } else {
-            (shift, buckets) = (0, Vec::new());
             tails.extend(sites.iter().filter(|s| s.form.is_tail()));
         }
         if !sorted {
