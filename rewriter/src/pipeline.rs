@@ -368,8 +368,7 @@ pub fn tune_allocator() {
 pub fn allocate_in_huge_pages(largest_object: usize) {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets the allocator's parameters, called before any thread starts;
-    // the block is ours from malloc to free (the one below it is never freed), and the advice
-    // changes no byte of it.
+    // the block is ours from malloc to free, and the advice changes no byte of it.
     unsafe {
         if largest_object < LARGE_OBJECT {
             return;
@@ -377,34 +376,15 @@ pub fn allocate_in_huge_pages(largest_object: usize) {
         libc::mallopt(libc::M_ARENA_MAX, 1);
         // A block below the mapping threshold comes from the heap, and goes back to its top
         // when freed (never trimmed): the heap's next allocations are in the advised range.
-        let mut block = libc::malloc(HEAP_IN_HUGE_PAGES) as usize;
-        if block == 0 {
-            return;
-        }
-        // A huge page starts at a multiple of its size: the heap's next allocations would fill
-        // the small pages below the block's first such boundary first (sqlite3's rewriting
-        // took some 220 page faults there, on the rewriting's critical path). A block that
-        // ends a page short of that boundary takes them, and is kept: address space, of which
-        // only its ends are written.
-        let below = block.next_multiple_of(HUGE_PAGE) - block;
-        if below > 2 * 4096 {
+        let block = libc::malloc(HEAP_IN_HUGE_PAGES) as usize;
+        if block != 0 {
+            let start = block.next_multiple_of(4096);
+            let end = (block + HEAP_IN_HUGE_PAGES) & !4095;
+            libc::madvise(start as *mut _, end - start, libc::MADV_HUGEPAGE);
             libc::free(block as *mut _);
-            // Opaque to the optimiser, which drops an allocation it sees unused.
-            std::hint::black_box(libc::malloc(below - 4096));
-            block = libc::malloc(HEAP_IN_HUGE_PAGES) as usize;
-            if block == 0 {
-                return;
-            }
         }
-        let start = block.next_multiple_of(4096);
-        let end = (block + HEAP_IN_HUGE_PAGES) & !4095;
-        libc::madvise(start as *mut _, end - start, libc::MADV_HUGEPAGE);
-        libc::free(block as *mut _);
     }
 }
-
-/// The size of a transparent huge page on x86-64.
-const HUGE_PAGE: usize = 2 << 20;
 
 /// The size of an object from which [`allocate_in_huge_pages`] gives the heap huge pages, and
 /// from which the link starts beside the rewriting (`start_early`): both pay where one large
