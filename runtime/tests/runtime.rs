@@ -708,9 +708,10 @@ fn large_program_all_sites_enabled_then_disabled() {
 /// Every site of a program of 8,000 functions, 500 KB of code, enabled in call mode while it has
 /// one thread: the runs of pages holding sites are moved whole (copied into anonymous memory and
 /// put in place of the file's pages), the program computes the same and every site hits, and
-/// disabling gives back the file's bytes. Not moved: with `BOOTPROF_TEXT_WRITE=inplace`, a run
-/// with a page written before (as a debugger's breakpoint writes one), pages moved before (the
-/// second round), and while another thread runs.
+/// disabling gives back the file's bytes; the same when every site is enabled from the
+/// environment as the program starts (`BOOTPROF_ENABLE='*'`, as `bootprof run` does). Not moved:
+/// with `BOOTPROF_TEXT_WRITE=inplace`, a run with a page written before (as a debugger's
+/// breakpoint writes one), pages moved before (the second round), and while another thread runs.
 #[test]
 fn large_runs_of_code_moved_whole_only_when_alone_and_unwritten() {
     const FUNCS: usize = 8000;
@@ -759,6 +760,12 @@ fn large_runs_of_code_moved_whole_only_when_alone_and_unwritten() {
     let written = rounds("written", &[]);
     eprintln!("fresh {fresh:?}, written {written:?}");
     assert!(!written[0].1, "the written page's run moved: {written:?}");
+    let at_start = [("BOOTPROF_ENABLE", "*"), ("BOOTPROF_MODE", "call")];
+    let started = ok(&run(&exe, &["started"], &at_start));
+    assert_eq!(started.trim(), "started: middle moved");
+    let in_place = [at_start[0], at_start[1], ("BOOTPROF_TEXT_WRITE", "inplace")];
+    let started = ok(&run(&exe, &["started"], &in_place));
+    assert_eq!(started.trim(), "started: middle named");
 }
 
 #[test]

@@ -3,12 +3,15 @@
  * Checks the results and hits in call mode, which of the code /proc/self/maps still names by the
  * executable's file, and that disabling gives back the file's bytes.
  *
- *   moved [fresh|written|thread]
+ *   moved [fresh|written|thread|started]
  *
  * fresh: as the program starts; written: one code page written first (as a debugger's breakpoint
  * or a uprobe writes one), whose run must stay the file's; thread: another thread runs, so
- * nothing may be moved. The functions and their table come from moved_funcs.h, which the test
- * generates (FUNCS functions f0.., each large and aligned enough to fill pages). */
+ * nothing may be moved; started: every site was enabled in call mode from the environment as the
+ * program started (BOOTPROF_ENABLE='*' BOOTPROF_MODE=call): checks the results and hits, then
+ * that disabling gives back the file's bytes, and prints whether the code's middle was moved.
+ * The functions and their table come from moved_funcs.h, which the test generates (FUNCS
+ * functions f0.., each large and aligned enough to fill pages). */
 #include "check.h"
 #include "bootprof.h"
 #include <fcntl.h>
@@ -72,12 +75,30 @@ static void *idle(void *fd) {
     return (void *)(long)read(*(int *)fd, &c, 1);
 }
 
+/* What run_all computes, without calling the functions. */
+static long expected(void) {
+    long s = 0;
+    for (long i = 0; i < FUNCS; i++) s += i * (i % 7 + 2) + i;
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *how = argc > 1 ? argv[1] : "fresh";
     long want = run_all();
+    CHECK(want == expected(), "results differ from the functions' own");
     const void *mid = (const void *)table[FUNCS / 2];
     int holds;
     long before = named_code(mid, &holds);
+    if (!strcmp(how, "started")) {
+        CHECK(bootprof_add_handler("f*", count, 0) >= 0, "handler");
+        CHECK(run_all() == want, "results changed");
+        CHECK(hits == FUNCS, "%ld hits", hits);
+        CHECK(bootprof_disable("*") >= FUNCS, "disable");
+        struct text_cmp t = text_vs_file();
+        CHECK(t.differing == 0, "%ld bytes differ after disable", t.differing);
+        printf("started: middle %s\n", holds ? "named" : "moved");
+        return 0;
+    }
     CHECK(holds, "the code's middle is not in a mapping of the file");
     if (!strcmp(how, "written")) touch_code(mid);
     int fds[2];
