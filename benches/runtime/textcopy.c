@@ -8,6 +8,10 @@
  *   textcopy FILE huge    a 2 MiB-aligned anonymous room advised MADV_HUGEPAGE, populated,
  *                         the code copied in, the bytes written, mprotect, mremap over the code
  *   textcopy FILE small   the same room in small pages (no advice)
+ *   textcopy FILE memfd   no anonymous room: the code written into a memfd (whose pages the
+ *                         kernel does not zero first), mapped shared read-write and populated,
+ *                         the bytes written, then the memfd mapped privately over the code
+ *   textcopy FILE memfd-send  the same, the memfd filled by sendfile from FILE's page cache
  *   textcopy FILE fill    only filling a huge room: populating it, then copying the code in
  *                         from its mapping, after MADV_POPULATE_READ, and with pread from the
  *                         file (four figures)
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,7 +52,10 @@ static unsigned char *room(size_t len, int huge) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: textcopy FILE cow|huge|small|fill\n"); return 2; }
+    if (argc != 3) {
+        fprintf(stderr, "usage: textcopy FILE cow|huge|small|memfd|memfd-send|fill\n");
+        return 2;
+    }
     int fd = open(argv[1], O_RDONLY);
     Elf64_Ehdr eh;
     if (fd < 0 || pread(fd, &eh, sizeof eh, 0) != sizeof eh) { perror(argv[1]); return 1; }
@@ -81,6 +89,26 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < len; i += 64) a[i] = 0x90;
         mprotect(a, len, PROT_READ | PROT_EXEC);
         if (mremap(a, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, t) != t) { perror("mremap"); return 1; }
+    } else if (!strcmp(way, "memfd") || !strcmp(way, "memfd-send")) {
+        int m = memfd_create("text", MFD_CLOEXEC);
+        if (m < 0) { perror("memfd_create"); return 1; }
+        if (way[5] == '-') {
+            off_t o = off;
+            if (sendfile(m, fd, &o, len) != (ssize_t)len) { perror("sendfile"); return 1; }
+        } else if (write(m, t, len) != (ssize_t)len) {
+            perror("write");
+            return 1;
+        }
+        unsigned char *w = mmap(0, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, m, 0);
+        if (w == MAP_FAILED) { perror("mmap"); return 1; }
+        for (size_t i = 0; i < len; i += 64) w[i] = 0x90;
+        int flags = MAP_PRIVATE | MAP_FIXED | MAP_POPULATE;
+        if (mmap(t, len, PROT_READ | PROT_EXEC, flags, m, 0) != t) {
+            perror("mmap");
+            return 1;
+        }
+        munmap(w, len);
+        close(m);
     } else if (!strcmp(way, "fill")) {
         double f[4];
         unsigned char *a = room(len, 1), *b = room(len, 1), *c = room(len, 1);
