@@ -211,7 +211,9 @@ fn an_attach_offers_its_library_to_a_program_that_could_not_load_its_own() {
 
 /// One attach in each mode and probe form: only the chosen sites fire, only while attached; the
 /// text is the file's before, not during, and again after; `bootprof list --pid` shows the
-/// states and hits during and after; no thread of the runtime's is left.
+/// states and hits during and after; no thread of the runtime's is left. The attach lasts until
+/// Ctrl-C, sent once the listing has shown the sites enabled and hit: a fixed duration can end
+/// before a listing on a loaded machine sees it.
 #[test]
 fn an_attach_records_while_attached_and_puts_the_files_text_back() {
     for (form, flags) in FORMS {
@@ -220,26 +222,23 @@ fn an_attach_records_while_attached_and_puts_the_files_text_back() {
         let t = Target::start(&exe, 2, &[], &[]);
         assert_eq!(t.text_differences(), 0);
         assert_eq!(t.threads(), 3);
+        let pid = t.pid.to_string();
+        let odd_hits = |listing: &str| listed_hits(listing, "attach:odd");
         for (n, mode) in ["trap", "call"].iter().enumerate() {
             let dir = w.path(&format!("s{n}"));
-            let mut cmd = Command::new(tools().join("bootprof"));
-            cmd.args([
-                "attach",
-                &t.pid.to_string(),
-                "-e",
-                "attach:odd",
-                "--mode",
-                mode,
-            ])
-            .args(["--duration", "0.4", "-o"])
-            .arg(&dir);
-            let during = cmd.spawn().unwrap();
-            // While attached: the sites enabled, the text changed.
+            let before = odd_hits(&ok(&bootprof(&["list", "--pid", &pid])));
+            let during = Command::new(tools().join("bootprof"))
+                .args(["attach", &pid, "-e", "attach:odd", "--mode", mode, "-o"])
+                .arg(&dir)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // While attached: the sites enabled and hit, the text changed.
             let mut listing = String::new();
-            for _ in 0..100 {
+            for _ in 0..250 {
                 std::thread::sleep(std::time::Duration::from_millis(20));
-                listing = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
-                if listing.contains(" enabled ") {
+                listing = ok(&bootprof(&["list", "--pid", &pid]));
+                if listing.contains(" enabled ") && odd_hits(&listing) > before {
                     break;
                 }
             }
@@ -247,6 +246,10 @@ fn an_attach_records_while_attached_and_puts_the_files_text_back() {
             assert_eq!(odd_sites, if form == "guards" { 2 } else { 1 }, "{listing}");
             assert!(listing.contains(&format!("enabled {mode}")), "{listing}");
             assert!(t.text_differences() > 0);
+            Command::new("kill")
+                .args(["-INT", &during.id().to_string()])
+                .status()
+                .unwrap();
             let o = during.wait_with_output().unwrap();
             assert!(o.status.success(), "{form} {mode}: {}", stderr(&o));
             assert_eq!(
@@ -254,7 +257,7 @@ fn an_attach_records_while_attached_and_puts_the_files_text_back() {
                 0,
                 "{form} {mode}: the text is not the file's"
             );
-            let after = ok(&bootprof(&["list", "--pid", &t.pid.to_string()]));
+            let after = ok(&bootprof(&["list", "--pid", &pid]));
             assert!(
                 after.ends_with("sites, 0 enabled; every disabled site holds its NOP\n"),
                 "{after}"
@@ -604,11 +607,7 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     // `bootprof list --pid`: whether some sites are enabled, and the hits of attach:even so far.
     let state = || {
         let listing = ok(&bootprof(&["list", "--pid", &pid]));
-        let hits = listing
-            .lines()
-            .filter(|l| l.contains(" attach:even "))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>();
+        let hits = listed_hits(&listing, "attach:even");
         (!listing.contains(" 0 enabled;"), hits)
     };
     // Waits until some sites are enabled and hit after `since` hits (so that the session holds
@@ -645,6 +644,17 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
         assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
     }
     t.finish();
+}
+
+/// The hits `bootprof list --pid` showed for the sites of the probe `name` (provider:name), all
+/// together: each line's last field.
+fn listed_hits(listing: &str, name: &str) -> u64 {
+    let name = format!(" {name} ");
+    listing
+        .lines()
+        .filter(|l| l.contains(&name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// What `--live` printed: the numbers of the EVENT records of one provider it showed (in the
