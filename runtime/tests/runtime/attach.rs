@@ -234,14 +234,7 @@ fn an_attach_records_while_attached_and_puts_the_files_text_back() {
                 .spawn()
                 .unwrap();
             // While attached: the sites enabled and hit, the text changed.
-            let mut listing = String::new();
-            for _ in 0..250 {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                listing = ok(&bootprof(&["list", "--pid", &pid]));
-                if listing.contains(" enabled ") && odd_hits(&listing) > before {
-                    break;
-                }
-            }
+            let listing = listing_until(&pid, |l| l.contains(" enabled ") && odd_hits(l) > before);
             let odd_sites = listing.lines().filter(|l| l.contains("attach:odd")).count();
             assert_eq!(odd_sites, if form == "guards" { 2 } else { 1 }, "{listing}");
             assert!(listing.contains(&format!("enabled {mode}")), "{listing}");
@@ -604,27 +597,28 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
     let exe = w.build("attach", &["attach.c"], &[], &[]);
     let t = Target::start(&exe, 2, &[], &[]);
     let pid = t.pid.to_string();
-    // `bootprof list --pid`: whether some sites are enabled, and the hits of attach:even so far.
-    let state = || {
-        let listing = ok(&bootprof(&["list", "--pid", &pid]));
-        let hits = listed_hits(&listing, "attach:even");
+    // Whether a listing shows some sites enabled, and the hits of attach:even so far.
+    let state = |listing: &str| {
+        let hits = listed_hits(listing, "attach:even");
         (!listing.contains(" 0 enabled;"), hits)
     };
     // Waits until some sites are enabled and hit after `since` hits (so that the session holds
     // records however loaded the machine is), or (`on` false) until none is enabled.
     let enabled = |on: bool, since: u64| {
-        for _ in 0..250 {
-            let (some, hits) = state();
-            if some == on && (!on || hits > since) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        panic!("never {}", if on { "enabled" } else { "disabled again" });
+        let reached = |l: &str| {
+            let (some, hits) = state(l);
+            some == on && (!on || hits > since)
+        };
+        let last = listing_until(&pid, reached);
+        assert!(
+            reached(&last),
+            "never {}",
+            if on { "enabled" } else { "disabled again" }
+        );
     };
     for (signal, code) in [("INT", Some(0)), ("KILL", None)] {
         let dir = w.path(signal);
-        let before = state().1;
+        let before = state(&ok(&bootprof(&["list", "--pid", &pid]))).1;
         let client = Command::new(tools().join("bootprof"))
             .args(["attach", &pid, "-e", "attach:even", "-o"])
             .arg(&dir)
@@ -644,6 +638,20 @@ fn ctrl_c_detaches_and_so_does_killing_bootprof() {
         assert!(!got.is_empty() && got.iter().all(|(name, _)| name == "even"));
     }
     t.finish();
+}
+
+/// `bootprof list --pid PID`, every 20 ms for at most 5 s, until `done` holds for its listing;
+/// the last listing (for which `done` may not hold).
+fn listing_until(pid: &str, done: impl Fn(&str) -> bool) -> String {
+    let mut listing = String::new();
+    for _ in 0..250 {
+        listing = ok(&bootprof(&["list", "--pid", pid]));
+        if done(&listing) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    listing
 }
 
 /// The hits `bootprof list --pid` showed for the sites of the probe `name` (provider:name), all
