@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(way, "memfd") || !strcmp(way, "memfd-send")) {
         int m = memfd_create("text", MFD_CLOEXEC);
         if (m < 0) { perror("memfd_create"); return 1; }
-        if (way[5] == '-') {
+        if (!strcmp(way, "memfd-send")) {
             off_t o = off;
             if (sendfile(m, fd, &o, len) != (ssize_t)len) { perror("sendfile"); return 1; }
         } else if (write(m, t, len) != (ssize_t)len) {
