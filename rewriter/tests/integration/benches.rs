@@ -5,7 +5,9 @@
 //! linked program prints the plain program's result. Its figures come from tiny runs on a busy
 //! machine and are not looked at: timing is never asserted in a test.
 
-use crate::util::{compile_c, link_bin, repo_root, require, run, skipped, write, TempDir};
+use crate::util::{
+    compile_c, link_bin, repo_root, require, run, skipped, write, TempDir, BOOTPROF,
+};
 use std::process::Command;
 
 #[test]
@@ -124,4 +126,71 @@ fn pairdiff_prints_the_difference_of_two_links_pair_by_pair() {
     let one = run(Command::new(&script).args(["--", "true"]));
     assert_eq!(one.code, Some(2), "{one}");
     assert!(one.stderr.contains("usage"), "{one}");
+}
+
+/// `benches/runtime/first-record --against NAME=VALUE` runs each run as a pair, with and without
+/// the variable, and prints both medians and the median of the pairs' differences; an `--against`
+/// that is not `NAME=VALUE` stops it with the reason before anything runs.
+#[test]
+fn first_record_times_pairs_against_a_variable() {
+    require!("python3", "cc");
+    let t = TempDir::new("first-record");
+    let src = t.join("main.c");
+    write(
+        &src,
+        "int work(int x) { return x * 3; }\n\
+         int main(int argc, char **argv) { (void)argv; return work(argc) == 3 ? 0 : 1; }\n",
+    );
+    let object = compile_c(&src, &t.join("main.o"), &["-O1", "-pg", "-mfentry"]);
+    let program = t.join("main");
+    run(Command::new(link_bin())
+        .args(["cc", "-o"])
+        .arg(&program)
+        .arg(&object))
+    .ok();
+    let script = repo_root().join("benches/runtime/first-record");
+    let against = "BOOTPROF_TEXT_WRITE=inplace";
+    let out = run(Command::new(&script)
+        .args(["--runs", "2", "--bootprof"])
+        .arg(BOOTPROF)
+        .args(["--against", against])
+        .arg(&program)
+        .stdin(std::process::Stdio::null()));
+    assert_eq!(out.code, Some(0), "first-record failed:{out}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "two pairs, two medians and the difference:{out}"
+    );
+    for (i, line) in lines[..2].iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("run {}: session start -> exec ", i + 1))
+                && line.contains(&format!("; with {against}: exec -> first record ")),
+            "{out}"
+        );
+    }
+    assert!(lines[2].starts_with("medians of 2: "), "{out}");
+    assert!(
+        lines[3].starts_with(&format!("medians of 2 with {against}: ")),
+        "{out}"
+    );
+    assert!(
+        lines[4].starts_with(&format!(
+            "exec -> first record, as given minus with {against}: median "
+        )) && lines[4].contains(" of 2 pairs, middle half "),
+        "{out}"
+    );
+    for bad in ["BOOTPROF_TEXT_WRITE", "=inplace"] {
+        let out = run(Command::new(&script)
+            .args(["--against", bad])
+            .arg(&program)
+            .stdin(std::process::Stdio::null()));
+        assert_eq!(out.code, Some(2), "{out}");
+        assert!(
+            out.stderr
+                .contains(&format!("--against wants NAME=VALUE, not '{bad}'")),
+            "{out}"
+        );
+    }
 }
